@@ -1,0 +1,37 @@
+# Everything a person runs. Each target creates or updates the local virtual
+# environment (.venv) first, so a fresh checkout needs only `make run` or `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench proto clean venv
+
+$(BIN)/python:
+	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	  echo "python3 -m venv failed; installing Debian's python3-venv" >&2; \
+	  apt-get install -y -q python3-venv >&2 && $(PYTHON) -m venv $(VENV); }
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m fetcher get --allow-host $(or $(HOST),example.org) $(or $(URL),https://example.org/)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check fetcher gateway tests bench
+	$(BIN)/ruff format --check fetcher gateway tests bench
+	$(BIN)/mypy fetcher gateway tests bench
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,47 @@
+"""The fixed vocabulary of refusal and failure reasons (SPEC section 7).
+
+The same words are used by the gRPC API (as an enum), the command line, the fetch log
+and the metrics' ``reason`` label, so every consumer can match on them.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Reason(enum.StrEnum):
+    """Why an address was refused or a page could not be read."""
+
+    SCHEME = "scheme"  # not https (http is upgraded, everything else is refused)
+    PORT = "port"  # a port other than 443
+    USERINFO = "userinfo"  # a user name or password in the address
+    MALFORMED = "malformed"  # not a well-formed address, or a parser trick
+    NOT_IN_ANSWER = "not_in_answer"  # rule 1: host not among this answer's allowed hosts
+    NOT_PUBLIC = "not_public"  # rule 2: an address that is not globally reachable
+    DNS = "dns"  # the name did not resolve
+    CONNECT = "connect"  # no TCP connection, or it broke
+    TLS = "tls"  # TLS handshake or certificate check failed
+    TIMEOUT = "timeout"  # the page (or the crawl) ran out of time
+    TOO_LARGE = "too_large"  # more than the body limit
+    CONTENT_TYPE = "content_type"  # not text/html, text/plain or text/markdown
+    HTTP_STATUS = "http_status"  # a status that is neither success nor a redirect
+    REDIRECTS = "redirects"  # more redirects than allowed
+
+
+#: Human wording for each reason, used in the model's tool text and the CLI.
+DESCRIPTIONS: dict[Reason, str] = {
+    Reason.SCHEME: "only https addresses can be opened",
+    Reason.PORT: "only the standard https port (443) can be opened",
+    Reason.USERINFO: "addresses with a user name or password cannot be opened",
+    Reason.MALFORMED: "the address is not well formed",
+    Reason.NOT_IN_ANSWER: "not in this answer's search results",
+    Reason.NOT_PUBLIC: "the address is not on the public internet",
+    Reason.DNS: "the name does not resolve",
+    Reason.CONNECT: "the server could not be reached",
+    Reason.TLS: "the secure connection failed (certificate or handshake)",
+    Reason.TIMEOUT: "the page took too long",
+    Reason.TOO_LARGE: "the page is too large",
+    Reason.CONTENT_TYPE: "the page is not text or HTML",
+    Reason.HTTP_STATUS: "the server answered with an error status",
+    Reason.REDIRECTS: "too many redirects",
+}
