@@ -33,5 +33,16 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
+# Regenerates the gRPC contract's Python (fetcher/v1/) from proto/; never edit its output.
+# PROTO_ROOT redirects the output (tests/fetcher/test_proto_codegen.py compares a fresh copy).
+# `-I proto/tigress` makes the generated imports read `from fetcher.v1 import ...`.
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -I proto/tigress \
+	  --plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy \
+	  --plugin=protoc-gen-mypy_grpc=$(BIN)/protoc-gen-mypy_grpc \
+	  --python_out=$(or $(PROTO_ROOT),.) --grpc_python_out=$(or $(PROTO_ROOT),.) \
+	  --mypy_out=quiet:$(or $(PROTO_ROOT),.) --mypy_grpc_out=quiet:$(or $(PROTO_ROOT),.) \
+	  proto/tigress/fetcher/v1/fetcher.proto
+
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
