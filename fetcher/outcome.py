@@ -90,6 +90,7 @@ class HopRecord:
     redirects: int
     reason: Reason | None
     redirect_to: str | None = None
+    request_id: str = ""
 
     @property
     def outcome(self) -> str:

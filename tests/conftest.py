@@ -11,3 +11,5 @@ settings.register_profile(
 )
 settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+pytest_plugins = ["tests.support.fixtures"]

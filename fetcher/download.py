@@ -1,0 +1,404 @@
+"""One page, downloaded safely: every rule, every hop (SPEC 7 steps 1-6).
+
+:meth:`Downloader.download` parses the address, applies rule 1 to the requested host,
+resolves once, checks every answer, connects to the checked address only, follows at
+most three redirects by hand (each one parsed, resolved, checked and pinned again), and
+reads at most the body limit of an allowed text type within the page time limit. It
+never raises for anything the web does: the result is a ``Downloaded`` or a ``Failed``.
+
+No cookie jar exists anywhere on this path, no credentials are ever attached, no
+``Referer`` is sent, and the User-Agent is fixed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import ssl
+import time
+import zlib
+from collections.abc import Callable, Collection, Iterator
+from urllib.parse import urljoin
+
+import httpcore
+
+from fetcher.errors import HopError, ResolveError
+from fetcher.outcome import Downloaded, Failed, HopRecord, IPAddress, Outcome
+from fetcher.policy import Policy, classify
+from fetcher.reasons import Reason
+from fetcher.resolver import Resolver, SystemResolver
+from fetcher.transport import PinnedPools, default_ssl_context
+from fetcher.urls import Address, Refused, normalise_host, parse
+
+USER_AGENT = "Tigress/0.1 (page reader for a self-hosted language model)"
+ACCEPT = "text/html, text/plain;q=0.9, text/markdown;q=0.9"
+TEXT_TYPES = frozenset({"text/html", "text/plain", "text/markdown"})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """Rule 5's limits. Tests pass smaller ones to stay fast; production uses the defaults.
+
+    Attributes:
+        page_timeout: Seconds for the whole page, redirects included.
+        max_bytes: Decoded body bytes; one byte more and the page is ``too_large``.
+        max_redirects: Redirects followed; one more and the page fails with ``redirects``.
+        content_types: Media types that may be read.
+    """
+
+    page_timeout: float = 10.0
+    max_bytes: int = 2 * 1024 * 1024
+    max_redirects: int = 3
+    content_types: frozenset[str] = TEXT_TYPES
+
+
+def allowed_host_set(hosts: Collection[str]) -> frozenset[str]:
+    """Normalise allowed hosts the same way addresses are normalised (bad entries dropped)."""
+    normalised = set()
+    for host in hosts:
+        result = normalise_host(host.strip())
+        if not isinstance(result, Refused):
+            normalised.add(result[0])
+    return frozenset(normalised)
+
+
+def _media_type(header: str) -> tuple[str, str | None]:
+    media, *params = header.split(";")
+    charset = None
+    for param in params:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip("\"'") or None
+    return media.strip().lower(), charset
+
+
+class _BodyDecoder:
+    """Undo Content-Encoding without ever producing more than the caller has room for."""
+
+    def __init__(self, encoding: str) -> None:
+        self._zlib: zlib._Decompress | None
+        self._maybe_raw = False
+        if encoding in ("", "identity"):
+            self._zlib = None
+        elif encoding in ("gzip", "x-gzip"):
+            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._zlib = zlib.decompressobj(zlib.MAX_WBITS)
+            self._maybe_raw = True
+        else:
+            raise HopError(Reason.CONTENT_TYPE, f"unsupported content encoding {encoding!r}")
+        self._first = True
+
+    def decode(self, data: bytes, room: int) -> bytes:
+        """Decode ``data``; returns at most ``room + 1`` bytes so the caller sees overflow.
+
+        # Security
+        Rule 5's body limit applies to decoded bytes: a gzip bomb is stopped after
+        ``room + 1`` bytes of output, however small its input, because zlib is asked
+        for at most that much. Tested by ``test_gzip_bomb_stops_at_the_limit``.
+        """
+        if self._zlib is None:
+            return data[: room + 1]
+        try:
+            out = self._zlib.decompress(data, room + 1)
+        except zlib.error as exc:
+            # "deflate" is sometimes sent raw (without the zlib header); decide once.
+            if self._first and self._maybe_raw:
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+                self._first = False
+                return self.decode(data, room)
+            raise HopError(Reason.CONNECT, "the compressed body is corrupt") from exc
+        self._first = False
+        return out
+
+
+@contextlib.contextmanager
+def _map_transport_errors() -> Iterator[None]:
+    """Translate httpcore's exceptions into the reason vocabulary (one place)."""
+    try:
+        yield
+    except httpcore.TimeoutException as exc:
+        raise HopError(Reason.TIMEOUT, "the server did not answer in time") from exc
+    except httpcore.ConnectError as exc:
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, ssl.SSLError) or "certificate" in str(exc).lower():
+            raise HopError(Reason.TLS, str(cause or exc) or "TLS handshake failed") from exc
+        raise HopError(Reason.CONNECT, str(exc) or "connection failed") from exc
+    except (httpcore.NetworkError, httpcore.ProtocolError) as exc:
+        raise HopError(Reason.CONNECT, str(exc) or "the connection broke") from exc
+
+
+@dataclasses.dataclass(slots=True)
+class _Hop:
+    """What one hop has found out so far (for its record, even if time runs out)."""
+
+    url: str
+    started: float
+    resolved_ip: IPAddress | None = None
+    status: int | None = None
+    bytes: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Response:
+    status: int
+    location: str | None
+    content_type: str
+    charset: str | None
+    body: bytes
+
+
+class Downloader:
+    """Downloads single pages under the policy; one per process, shared by all reads."""
+
+    def __init__(
+        self,
+        *,
+        policy: Policy | None = None,
+        resolver: Resolver | None = None,
+        limits: Limits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        observer: Callable[[HopRecord], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.policy = policy if policy is not None else Policy()
+        self.limits = limits if limits is not None else Limits()
+        self._resolver = resolver if resolver is not None else SystemResolver()
+        self._pools = PinnedPools(ssl_context if ssl_context is not None else default_ssl_context())
+        self._observer = observer
+        self._clock = clock
+
+    async def aclose(self) -> None:
+        """Close every kept connection."""
+        await self._pools.aclose()
+
+    async def __aenter__(self) -> Downloader:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _ms(self, since: float) -> int:
+        return round((self._clock() - since) * 1000)
+
+    async def download(
+        self, url: str, *, allowed_hosts: Collection[str], request_id: str = ""
+    ) -> Outcome:
+        """Download one page under every rule.
+
+        Args:
+            url: The address asked for.
+            allowed_hosts: Rule 1's hosts (this answer's search results and the user's
+                own addresses). Applied to the requested address; redirects may leave.
+            request_id: Carried into every hop record for the fetch log.
+
+        Returns:
+            :class:`Downloaded` or :class:`Failed`; never raises for what the web does.
+
+        # Security
+        Rules 1-5 and 7 of SPEC 7, in order, for the first hop and (except rule 1) for
+        every redirect: parse strictly; the requested host must be allowed; one lookup;
+        every answer public; connect to a checked address only, TLS verified against the
+        name; 10 s for the whole page; at most 2 MiB decoded; only text types; at most 3
+        redirects; no cookies, credentials or Referer. Tested in
+        ``tests/fetcher/test_download.py`` and ``test_request_headers.py``.
+        """
+        started = self._clock()
+        allowed = allowed_host_set(allowed_hosts)
+        redirects = 0
+        current = url
+        hop = _Hop(current, started)
+        try:
+            async with asyncio.timeout(self.limits.page_timeout):
+                while True:
+                    hop = _Hop(current, self._clock())
+                    response = await self._hop(hop, first=redirects == 0, allowed=allowed)
+                    if response.location is None:
+                        self._record(hop, redirects, None, request_id=request_id)
+                        return Downloaded(
+                            requested_url=url,
+                            final_url=hop.url,
+                            status=response.status,
+                            content_type=response.content_type,
+                            charset=response.charset,
+                            body=response.body,
+                            elapsed_ms=self._ms(started),
+                            resolved_ip=_ip(hop.resolved_ip),
+                            redirects=redirects,
+                        )
+                    target = urljoin(hop.url, response.location)
+                    if redirects >= self.limits.max_redirects:
+                        raise HopError(
+                            Reason.REDIRECTS,
+                            f"more than {self.limits.max_redirects} redirects",
+                        )
+                    self._record(hop, redirects, None, redirect_to=target, request_id=request_id)
+                    redirects += 1
+                    current = target
+        except HopError as exc:
+            return self._fail(url, hop, redirects, exc.reason, exc.detail, started, request_id)
+        except TimeoutError:
+            detail = f"the page took longer than {self.limits.page_timeout:g} s"
+            return self._fail(url, hop, redirects, Reason.TIMEOUT, detail, started, request_id)
+
+    def _fail(
+        self,
+        url: str,
+        hop: _Hop,
+        redirects: int,
+        reason: Reason,
+        detail: str,
+        started: float,
+        request_id: str,
+    ) -> Failed:
+        self._record(hop, redirects, reason, request_id=request_id)
+        return Failed(
+            requested_url=url,
+            url=hop.url,
+            reason=reason,
+            detail=detail,
+            elapsed_ms=self._ms(started),
+            resolved_ip=hop.resolved_ip,
+            status=hop.status,
+            redirects=redirects,
+        )
+
+    def _record(
+        self,
+        hop: _Hop,
+        redirects: int,
+        reason: Reason | None,
+        *,
+        redirect_to: str | None = None,
+        request_id: str,
+    ) -> None:
+        if self._observer is None:
+            return
+        self._observer(
+            HopRecord(
+                url=hop.url,
+                resolved_ip=hop.resolved_ip,
+                status=hop.status,
+                bytes=hop.bytes,
+                elapsed_ms=self._ms(hop.started),
+                redirects=redirects,
+                reason=reason,
+                redirect_to=redirect_to,
+                request_id=request_id,
+            )
+        )
+
+    async def check(self, url: str) -> tuple[Address, list[IPAddress]]:
+        """Steps 1 and 3 without connecting: parse, resolve once, check every answer.
+
+        Raises:
+            HopError: With the reason the address is refused.
+
+        # Security
+        Rule 2: if ANY answer is not public the address is refused (picking the public
+        one would let a rebinding name alternate). IP-literal hosts are judged without a
+        lookup. Tested by the tables in ``tests/fetcher/test_check_cli.py`` and
+        ``test_download.py``.
+        """
+        address = self._parse(url)
+        return address, await self._vet(address)
+
+    def _parse(self, url: str) -> Address:
+        address = parse(url, ports=self.policy.ports)
+        if isinstance(address, Refused):
+            raise HopError(address.reason, address.detail)
+        return address
+
+    async def _vet(self, address: Address) -> list[IPAddress]:
+        if address.ip is not None:
+            answers = [address.ip]
+        else:
+            try:
+                answers = await self._resolver.resolve(address.host)
+            except ResolveError as exc:
+                raise HopError(Reason.DNS, f"{address.host} does not resolve: {exc}") from exc
+        for answer in answers:
+            if not self.policy.allows_address(answer):
+                block = classify(answer).block
+                what = block.name if block is not None else "not public"
+                raise HopError(Reason.NOT_PUBLIC, f"{address.host} has address {answer} ({what})")
+        return answers
+
+    async def _hop(self, hop: _Hop, *, first: bool, allowed: frozenset[str]) -> _Response:
+        address = self._parse(hop.url)
+        hop.url = address.url
+        if first and address.host not in allowed:
+            raise HopError(Reason.NOT_IN_ANSWER, f"{address.host} is not an allowed host")
+        answers = await self._vet(address)
+        last_error: HopError | None = None
+        for answer in answers:
+            hop.resolved_ip = answer
+            try:
+                return await self._request(hop, address, answer)
+            except HopError as exc:
+                # Only a failed connect moves on to the next checked address.
+                if exc.reason is not Reason.CONNECT or hop.status is not None:
+                    raise
+                last_error = exc
+        assert last_error is not None
+        raise last_error
+
+    async def _request(self, hop: _Hop, address: Address, ip: IPAddress) -> _Response:
+        headers = [
+            (b"Host", address.authority.encode("ascii")),
+            (b"User-Agent", USER_AGENT.encode("ascii")),
+            (b"Accept", ACCEPT.encode("ascii")),
+            (b"Accept-Encoding", b"gzip, deflate"),
+        ]
+        url = httpcore.URL(
+            scheme=b"https",
+            host=address.host.encode("ascii"),
+            port=address.port,
+            target=address.target.encode("ascii"),
+        )
+        timeout = self.limits.page_timeout
+        extensions = {"timeout": {"connect": timeout, "read": timeout, "write": timeout}}
+        with _map_transport_errors():
+            async with (
+                self._pools.lease(address.host, ip, address.port) as pool,
+                pool.stream("GET", url, headers=headers, extensions=extensions) as response,
+            ):
+                hop.status = response.status
+                response_headers = {
+                    name.decode("latin-1").lower(): value.decode("latin-1")
+                    for name, value in response.headers
+                }
+                return await self._read(hop, response, response_headers)
+
+    async def _read(
+        self, hop: _Hop, response: httpcore.Response, headers: dict[str, str]
+    ) -> _Response:
+        status = response.status
+        if status in REDIRECT_STATUSES and headers.get("location"):
+            return _Response(status, headers["location"].strip(), "", None, b"")
+        if not 200 <= status < 300:
+            raise HopError(Reason.HTTP_STATUS, f"the server answered {status}")
+        content_type, charset = _media_type(headers.get("content-type", ""))
+        if content_type not in self.limits.content_types:
+            raise HopError(Reason.CONTENT_TYPE, f"content type {content_type or 'missing'!r}")
+        limit = self.limits.max_bytes
+        encoding = headers.get("content-encoding", "").strip().lower()
+        declared = headers.get("content-length", "")
+        if encoding in ("", "identity") and declared.isdigit() and int(declared) > limit:
+            raise HopError(Reason.TOO_LARGE, f"the body is {declared} bytes, over {limit}")
+        decoder = _BodyDecoder(encoding)
+        body = bytearray()
+        async for chunk in response.aiter_stream():
+            body += decoder.decode(chunk, limit - len(body))
+            hop.bytes = len(body)
+            if len(body) > limit:
+                raise HopError(Reason.TOO_LARGE, f"the body is over {limit} bytes")
+        return _Response(status, None, content_type, charset, bytes(body))
+
+
+def _ip(address: IPAddress | None) -> IPAddress:
+    if address is None:  # pragma: no cover - a response always comes from a connection
+        raise AssertionError("a page was read without a connection")
+    return address

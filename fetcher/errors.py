@@ -1,0 +1,36 @@
+"""The fetcher's errors.
+
+Downloads report what the web did as values (``fetcher.outcome``); exceptions are for
+the fetcher's own seams and for configuration. The tree::
+
+    FetcherError                 base of everything the fetcher raises on purpose
+    ├── ResolveError             raised when a name does not resolve (fetcher.resolver)
+    ├── HopError                 raised inside a download when a hop fails; carries the
+    │                            Reason and is turned into a ``Failed`` value at once
+    └── ConfigError              raised when a setting has a bad value (start-up stops)
+"""
+
+from __future__ import annotations
+
+from fetcher.reasons import Reason
+
+
+class FetcherError(Exception):
+    """Base class of the fetcher's own exceptions."""
+
+
+class ResolveError(FetcherError):
+    """Raised when a name does not resolve: no answer, a resolver error or a timeout."""
+
+
+class HopError(FetcherError):
+    """Raised inside a download when one hop fails, with the vocabulary word."""
+
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class ConfigError(FetcherError):
+    """Raised when a configuration value is bad; the message names the setting."""

@@ -1,0 +1,156 @@
+"""Pinned connections (rule 3): HTTP over TLS to exactly the address that was checked (I/O).
+
+httpcore's documented ``network_backend`` seam is where a connection is opened. Each
+connection pool here is bound to one (host name, checked IP, port): its backend dials the
+checked IP whatever name httpcore hands it, while httpcore keeps using the name for SNI,
+certificate verification and the Host header. Pools are kept (bounded, least recently
+used first out) so that pages of one site reuse their keep-alive connections; a pool is
+never shared between two IPs or two names, so a connection verified for one name is
+never used for another.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ssl
+import typing
+from collections.abc import AsyncIterator, Iterable
+from ipaddress import IPv4Address, IPv6Address
+
+import httpcore
+
+IPAddress = IPv4Address | IPv6Address
+
+MAX_POOLS = 64
+KEEPALIVE_EXPIRY = 5.0
+
+
+def default_ssl_context(cafile: str | None = None) -> ssl.SSLContext:
+    """A client TLS context: the system trust store (or ``cafile``), TLS 1.2 or newer.
+
+    The context is built explicitly, so no environment variable (``SSL_CERT_FILE`` and the
+    like) can change what is trusted.
+    """
+    context = ssl.create_default_context(cafile=cafile)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+class PinnedBackend(httpcore.AsyncNetworkBackend):
+    """A network backend that connects only to one checked address.
+
+    # Security
+    Rule 3: no second lookup. httpcore asks the backend to connect to the URL's host
+    name; this backend never resolves it and dials the address that the policy checked.
+    It refuses a request for any other name (which would mean a pool was misused) and
+    refuses Unix sockets. Tested by ``test_resolver_is_called_once_per_hop`` and
+    ``test_second_resolver_answer_cannot_change_the_connection`` in
+    ``tests/fetcher/test_download.py``.
+    """
+
+    def __init__(
+        self, host: str, address: IPAddress, inner: httpcore.AsyncNetworkBackend | None = None
+    ) -> None:
+        self._host = host
+        self._address = address
+        self._inner = inner if inner is not None else httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """Dial the pinned address on ``port``; ``host`` must be the pinned name."""
+        if host.strip("[]") != self._host:
+            raise httpcore.ConnectError(f"pinned to {self._host!r}, asked for {host!r}")
+        return await self._inner.connect_tcp(
+            str(self._address),
+            port,
+            timeout=timeout,
+            local_address=local_address,
+            socket_options=socket_options,
+        )
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """Never: the fetcher speaks only TCP to the web."""
+        raise httpcore.ConnectError("unix sockets are not allowed")
+
+    async def sleep(self, seconds: float) -> None:
+        """Delegate to the inner backend (httpcore uses it between retries)."""
+        await self._inner.sleep(seconds)
+
+
+class _Entry(typing.NamedTuple):
+    pool: httpcore.AsyncConnectionPool
+    users: list[int]  # a one-element counter, mutable inside the tuple
+
+
+PoolKey = tuple[str, IPAddress, int]
+
+
+class PinnedPools:
+    """Connection pools keyed by (host name, checked address, port)."""
+
+    def __init__(
+        self,
+        ssl_context: ssl.SSLContext,
+        *,
+        max_pools: int = MAX_POOLS,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY,
+    ) -> None:
+        self._ssl_context = ssl_context
+        self._max_pools = max_pools
+        self._keepalive_expiry = keepalive_expiry
+        self._entries: collections.OrderedDict[PoolKey, _Entry] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @contextlib.asynccontextmanager
+    async def lease(
+        self, host: str, address: IPAddress, port: int
+    ) -> AsyncIterator[httpcore.AsyncConnectionPool]:
+        """Lend the pool pinned to ``address`` for ``host``; idle extra pools are closed."""
+        key = (host, address, port)
+        entry = self._entries.get(key)
+        if entry is None:
+            pool = httpcore.AsyncConnectionPool(
+                ssl_context=self._ssl_context,
+                max_connections=16,
+                max_keepalive_connections=4,
+                keepalive_expiry=self._keepalive_expiry,
+                http1=True,
+                http2=False,
+                network_backend=PinnedBackend(host, address),
+            )
+            entry = self._entries[key] = _Entry(pool, [0])
+        self._entries.move_to_end(key)
+        entry.users[0] += 1
+        try:
+            yield entry.pool
+        finally:
+            entry.users[0] -= 1
+            await self._evict()
+
+    async def _evict(self) -> None:
+        excess = len(self._entries) - self._max_pools
+        if excess <= 0:
+            return
+        idle = [key for key, entry in self._entries.items() if entry.users[0] == 0][:excess]
+        for key in idle:
+            await self._entries.pop(key).pool.aclose()
+
+    async def aclose(self) -> None:
+        """Close every pool."""
+        entries, self._entries = list(self._entries.values()), collections.OrderedDict()
+        for entry in entries:
+            await entry.pool.aclose()

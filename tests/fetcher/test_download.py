@@ -1,0 +1,426 @@
+"""The safe download against a real HTTPS origin on loopback (rules 1-5 and 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import ssl
+import zlib
+from collections.abc import AsyncIterator
+from ipaddress import IPv4Address
+
+import pytest
+import trustme
+
+from fetcher.download import USER_AGENT, Downloader, Limits
+from fetcher.outcome import Downloaded, Failed, HopRecord, Outcome
+from fetcher.reasons import Reason
+from fetcher.resolver import StaticResolver
+from tests.support.fixtures import policy_for
+from tests.support.origin import Origin, Reply, html, redirect
+
+LOOPBACK = IPv4Address("127.0.0.1")
+
+
+def ok(outcome: Outcome) -> Downloaded:
+    assert isinstance(outcome, Downloaded), outcome
+    return outcome
+
+
+def failed(outcome: Outcome, reason: Reason) -> Failed:
+    assert isinstance(outcome, Failed), outcome
+    assert outcome.reason is reason, outcome
+    return outcome
+
+
+ALLOWED = ("origin.test",)
+
+
+async def test_page_is_downloaded_with_its_metadata(
+    origin: Origin, downloader: Downloader, hops: list[HopRecord]
+) -> None:
+    origin.routes["/"] = html("<title>Hi</title><p>hello</p>")
+    page = ok(await downloader.download(origin.url("/#frag"), allowed_hosts=ALLOWED))
+    assert page.body == b"<title>Hi</title><p>hello</p>"
+    assert page.status == 200
+    assert page.content_type == "text/html"
+    assert page.charset == "utf-8"
+    assert page.final_url == origin.url("/")
+    assert page.resolved_ip == LOOPBACK
+    assert page.redirects == 0
+    assert [h.outcome for h in hops] == ["ok"]
+    assert hops[0].bytes == len(page.body)
+
+
+async def test_host_not_in_allowed_hosts_is_refused_before_lookup(
+    origin: Origin, downloader: Downloader, resolver: StaticResolver
+) -> None:
+    outcome = await downloader.download(origin.url(), allowed_hosts=("other.test",))
+    failed(outcome, Reason.NOT_IN_ANSWER)
+    assert resolver.calls == []
+    assert origin.requests == []
+
+
+async def test_allowed_hosts_are_compared_after_normalisation(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = html("x")
+    ok(await downloader.download(origin.url(host="ORIGIN.test."), allowed_hosts=("Origin.Test",)))
+
+
+async def test_resolver_is_called_once_per_hop(
+    origin: Origin, downloader: Downloader, resolver: StaticResolver
+) -> None:
+    origin.routes["/a"] = redirect("/b")
+    origin.routes["/b"] = html("done")
+    ok(await downloader.download(origin.url("/a"), allowed_hosts=ALLOWED))
+    assert resolver.calls == ["origin.test", "origin.test"]
+
+
+class RebindingResolver:
+    """First answer 127.0.0.1 (allowed by the test policy), then 127.0.0.2 (not)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def resolve(self, host: str) -> list[IPv4Address]:
+        self.calls += 1
+        return [LOOPBACK] if self.calls == 1 else [IPv4Address("127.0.0.2")]
+
+
+async def test_second_resolver_answer_cannot_change_the_connection(
+    origin: Origin, client_ssl_context: ssl.SSLContext
+) -> None:
+    origin.routes["/"] = html("pinned")
+    rebinding = RebindingResolver()
+    async with Downloader(
+        policy=policy_for(origin), resolver=rebinding, ssl_context=client_ssl_context
+    ) as downloader:
+        page = ok(await downloader.download(origin.url(), allowed_hosts=ALLOWED))
+    assert page.resolved_ip == LOOPBACK
+    assert rebinding.calls == 1
+    assert len(origin.requests) == 1
+
+
+async def test_any_non_public_answer_refuses_the_address(
+    origin: Origin, client_ssl_context: ssl.SSLContext
+) -> None:
+    resolver = StaticResolver({"origin.test": ["127.0.0.1", "10.0.0.1"]})
+    async with Downloader(
+        policy=policy_for(origin), resolver=resolver, ssl_context=client_ssl_context
+    ) as downloader:
+        outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
+    failed(outcome, Reason.NOT_PUBLIC)
+    assert origin.requests == []
+
+
+async def test_name_that_does_not_resolve_is_dns(origin: Origin, downloader: Downloader) -> None:
+    outcome = await downloader.download(
+        f"https://nowhere.test:{origin.port}/", allowed_hosts=("nowhere.test",)
+    )
+    failed(outcome, Reason.DNS)
+
+
+async def test_tls_uses_the_name_for_sni_and_host_header(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = html("x")
+    ok(await downloader.download(origin.url(host="www.origin.test"), allowed_hosts=["www.origin.test"]))
+    request = origin.requests[0]
+    assert request.sni == "www.origin.test"
+    assert request.headers["host"] == f"www.origin.test:{origin.port}"
+
+
+async def test_certificate_for_another_name_is_refused(
+    origin: Origin, client_ssl_context: ssl.SSLContext
+) -> None:
+    resolver = StaticResolver({"wrong.test": ["127.0.0.1"]})
+    async with Downloader(
+        policy=policy_for(origin), resolver=resolver, ssl_context=client_ssl_context
+    ) as downloader:
+        outcome = await downloader.download(
+            f"https://wrong.test:{origin.port}/", allowed_hosts=["wrong.test"]
+        )
+    failed(outcome, Reason.TLS)
+
+
+async def test_certificate_from_an_untrusted_ca_is_refused(
+    origin: Origin, resolver: StaticResolver
+) -> None:
+    stranger = ssl.create_default_context()
+    trustme.CA().configure_trust(stranger)
+    async with Downloader(
+        policy=policy_for(origin), resolver=resolver, ssl_context=stranger
+    ) as downloader:
+        outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
+    failed(outcome, Reason.TLS)
+
+
+async def test_closed_port_is_connect(origin: Origin, downloader: Downloader) -> None:
+    port = origin.port
+    await origin.stop()
+    outcome = await downloader.download(f"https://origin.test:{port}/", allowed_hosts=ALLOWED)
+    failed(outcome, Reason.CONNECT)
+
+
+async def test_production_policy_refuses_loopback_origin(
+    origin: Origin, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
+) -> None:
+    origin.routes["/"] = html("secret")
+    async with Downloader(resolver=resolver, ssl_context=client_ssl_context) as downloader:
+        outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
+        failed(outcome, Reason.PORT)
+        outcome = await downloader.download("https://origin.test/", allowed_hosts=ALLOWED)
+        failed(outcome, Reason.NOT_PUBLIC)
+    assert origin.requests == []
+
+
+@pytest.mark.parametrize("count", [1, 2, 3], ids=lambda n: f"{n}-redirects")
+async def test_up_to_three_redirects_are_followed(
+    origin: Origin, downloader: Downloader, count: int
+) -> None:
+    for index in range(count):
+        origin.routes[f"/r{index}"] = redirect(f"/r{index + 1}")
+    origin.routes[f"/r{count}"] = html("end")
+    page = ok(await downloader.download(origin.url("/r0"), allowed_hosts=ALLOWED))
+    assert page.redirects == count
+    assert page.final_url == origin.url(f"/r{count}")
+
+
+async def test_fourth_redirect_is_refused(
+    origin: Origin, downloader: Downloader, hops: list[HopRecord]
+) -> None:
+    for index in range(4):
+        origin.routes[f"/r{index}"] = redirect(f"/r{index + 1}")
+    origin.routes["/r4"] = html("never")
+    outcome = failed(
+        await downloader.download(origin.url("/r0"), allowed_hosts=ALLOWED), Reason.REDIRECTS
+    )
+    assert outcome.redirects == 3
+    assert [r.target for r in origin.requests] == ["/r0", "/r1", "/r2", "/r3"]
+    assert [h.outcome for h in hops] == ["redirect"] * 3 + ["failed"]
+
+
+async def test_redirect_may_leave_the_site(origin: Origin, downloader: Downloader) -> None:
+    origin.routes["/go"] = redirect(origin.url("/there", host="other.test"))
+    origin.routes["/there"] = html("elsewhere")
+    page = ok(await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED))
+    assert page.final_url == origin.url("/there", host="other.test")
+    assert origin.requests[1].sni == "other.test"
+
+
+@pytest.mark.parametrize(
+    ("location", "reason"),
+    [
+        ("https://10.0.0.1/", Reason.NOT_PUBLIC),
+        ("https://origin.test:8443/", Reason.PORT),
+        ("https://10.0.0.1:{port}/", Reason.NOT_PUBLIC),
+        ("https://[::1]:{port}/", Reason.NOT_PUBLIC),
+        ("https://0x7f.2:{port}/", Reason.NOT_PUBLIC),
+        ("ftp://origin.test/", Reason.SCHEME),
+        ("https://user:pw@origin.test:{port}/", Reason.USERINFO),
+        ("https://origin.test\\@evil.test/", Reason.MALFORMED),
+    ],
+    ids=["private-443", "other-port", "private", "ipv6-loopback", "numeric-loopback-2", "ftp", "userinfo", "backslash"],
+)
+async def test_redirect_to_a_refused_address_is_refused(
+    origin: Origin, downloader: Downloader, location: str, reason: Reason
+) -> None:
+    origin.routes["/go"] = redirect(location.format(port=origin.port))
+    outcome = failed(await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED), reason)
+    assert outcome.redirects == 1
+    assert len(origin.requests) == 1
+
+
+async def test_redirect_to_http_is_upgraded(origin: Origin, downloader: Downloader) -> None:
+    origin.routes["/go"] = redirect(f"http://origin.test:{origin.port}/plain")
+    origin.routes["/plain"] = html("upgraded")
+    page = ok(await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED))
+    assert page.final_url == origin.url("/plain")
+
+
+async def test_set_cookie_on_a_redirect_is_not_sent_back(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/login"] = redirect(
+        "/home", headers=(("Set-Cookie", "session=abc; Path=/"),)
+    )
+    origin.routes["/home"] = html("home", headers=(("Set-Cookie", "more=1"),))
+    ok(await downloader.download(origin.url("/login"), allowed_hosts=ALLOWED))
+    ok(await downloader.download(origin.url("/home"), allowed_hosts=ALLOWED))
+    assert len(origin.requests) == 3
+    for request in origin.requests:
+        assert "cookie" not in request.headers
+
+
+async def test_error_status_is_http_status(origin: Origin, downloader: Downloader) -> None:
+    origin.routes["/gone"] = html("gone", status=410)
+    outcome = failed(
+        await downloader.download(origin.url("/gone"), allowed_hosts=ALLOWED), Reason.HTTP_STATUS
+    )
+    assert outcome.status == 410
+
+
+@pytest.mark.parametrize(
+    ("content_type", "allowed"),
+    [
+        ("text/html", True),
+        ("TEXT/HTML; charset=iso-8859-1", True),
+        ("text/plain", True),
+        ("text/markdown; charset=utf-8", True),
+        ("application/pdf", False),
+        ("application/json", False),
+        ("text/htmlx", False),
+        ("image/svg+xml", False),
+        ("", False),
+    ],
+)
+async def test_only_text_types_are_read(
+    origin: Origin, downloader: Downloader, content_type: str, allowed: bool
+) -> None:
+    headers = (("Content-Type", content_type),) if content_type else ()
+    origin.routes["/"] = Reply(headers=headers, body=b"data")
+    outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
+    if allowed:
+        ok(outcome)
+    else:
+        failed(outcome, Reason.CONTENT_TYPE)
+
+
+@pytest.mark.parametrize(
+    ("size", "allowed"), [(64 * 1024, True), (64 * 1024 + 1, False)], ids=["at-limit", "over"]
+)
+async def test_body_limit_both_sides(
+    origin: Origin, downloader: Downloader, size: int, allowed: bool
+) -> None:
+    origin.routes["/"] = html("a" * size)
+    outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
+    if allowed:
+        assert len(ok(outcome).body) == size
+    else:
+        failed(outcome, Reason.TOO_LARGE)
+
+
+async def test_body_limit_holds_without_content_length(
+    origin: Origin, downloader: Downloader
+) -> None:
+    async def endless() -> AsyncIterator[bytes]:
+        for _ in range(100):
+            yield b"x" * 16384
+
+    origin.routes["/"] = Reply(headers=(("Content-Type", "text/plain"),), body=endless)
+    failed(await downloader.download(origin.url(), allowed_hosts=ALLOWED), Reason.TOO_LARGE)
+
+
+async def test_gzip_bomb_stops_at_the_limit(
+    origin: Origin, downloader: Downloader, hops: list[HopRecord]
+) -> None:
+    bomb = gzip.compress(b"\0" * (50 * 1024 * 1024), compresslevel=9)
+    assert len(bomb) < 100 * 1024
+    origin.routes["/"] = Reply(
+        headers=(("Content-Type", "text/html"), ("Content-Encoding", "gzip")), body=bomb
+    )
+    failed(await downloader.download(origin.url(), allowed_hosts=ALLOWED), Reason.TOO_LARGE)
+    assert hops[-1].bytes <= downloader.limits.max_bytes + 1
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["zlib", "raw-deflate"])
+async def test_deflate_and_gzip_bodies_are_decoded(
+    origin: Origin, downloader: Downloader, raw: bool
+) -> None:
+    text = b"<p>compressed</p>" * 50
+    compressor = zlib.compressobj(wbits=-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+    deflated = compressor.compress(text) + compressor.flush()
+    origin.routes["/d"] = Reply(
+        headers=(("Content-Type", "text/html"), ("Content-Encoding", "deflate")), body=deflated
+    )
+    origin.routes["/g"] = Reply(
+        headers=(("Content-Type", "text/html"), ("Content-Encoding", "gzip")),
+        body=gzip.compress(text),
+    )
+    assert ok(await downloader.download(origin.url("/d"), allowed_hosts=ALLOWED)).body == text
+    assert ok(await downloader.download(origin.url("/g"), allowed_hosts=ALLOWED)).body == text
+
+
+async def test_unknown_content_encoding_is_refused(origin: Origin, downloader: Downloader) -> None:
+    origin.routes["/"] = Reply(
+        headers=(("Content-Type", "text/html"), ("Content-Encoding", "br")), body=b"\x0b\x02"
+    )
+    failed(await downloader.download(origin.url(), allowed_hosts=ALLOWED), Reason.CONTENT_TYPE)
+
+
+async def test_slow_server_times_out(
+    origin: Origin, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
+) -> None:
+    origin.routes["/"] = Reply(body=b"late", delay=5.0)
+    async with Downloader(
+        policy=policy_for(origin),
+        resolver=resolver,
+        ssl_context=client_ssl_context,
+        limits=Limits(page_timeout=0.3),
+    ) as downloader:
+        outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
+    failed(outcome, Reason.TIMEOUT)
+
+
+async def test_time_limit_covers_all_redirects(
+    origin: Origin, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
+) -> None:
+    # Each hop alone is within the limit; together they are not.
+    origin.routes["/a"] = Reply(status=302, headers=(("Location", "/b"),), delay=0.2)
+    origin.routes["/b"] = Reply(status=302, headers=(("Location", "/c"),), delay=0.2)
+    origin.routes["/c"] = Reply(body=b"late", delay=0.2)
+    async with Downloader(
+        policy=policy_for(origin),
+        resolver=resolver,
+        ssl_context=client_ssl_context,
+        limits=Limits(page_timeout=0.5),
+    ) as downloader:
+        outcome = await downloader.download(origin.url("/a"), allowed_hosts=ALLOWED)
+    failed(outcome, Reason.TIMEOUT)
+
+
+async def test_body_that_trickles_past_the_limit_times_out(
+    origin: Origin, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
+) -> None:
+    async def trickle() -> AsyncIterator[bytes]:
+        for _ in range(50):
+            yield b"x"
+            await asyncio.sleep(0.05)
+
+    origin.routes["/"] = Reply(headers=(("Content-Type", "text/plain"),), body=trickle)
+    async with Downloader(
+        policy=policy_for(origin),
+        resolver=resolver,
+        ssl_context=client_ssl_context,
+        limits=Limits(page_timeout=0.4),
+    ) as downloader:
+        outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
+    failed(outcome, Reason.TIMEOUT)
+
+
+async def test_keep_alive_connection_is_reused_for_the_same_pinned_address(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = html("again")
+    for _ in range(3):
+        ok(await downloader.download(origin.url(), allowed_hosts=ALLOWED))
+    assert [r.connection for r in origin.requests] == [1, 1, 1]
+
+
+async def test_other_name_on_the_same_address_gets_its_own_connection(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = html("x")
+    ok(await downloader.download(origin.url(), allowed_hosts=ALLOWED))
+    ok(await downloader.download(origin.url(host="other.test"), allowed_hosts=["other.test"]))
+    assert [(r.sni, r.connection) for r in origin.requests] == [
+        ("origin.test", 1),
+        ("other.test", 2),
+    ]
+
+
+async def test_request_carries_the_fixed_user_agent(origin: Origin, downloader: Downloader) -> None:
+    origin.routes["/"] = html("x")
+    ok(await downloader.download(origin.url(), allowed_hosts=ALLOWED))
+    assert origin.requests[0].headers["user-agent"] == USER_AGENT

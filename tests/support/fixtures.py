@@ -1,0 +1,82 @@
+"""Shared pytest fixtures: a trustme CA, a running HTTPS origin, and the test policy.
+
+The test policy is the only way loopback is reached: it is an explicit object built here
+(127.0.0.1 exempt, the origin's ephemeral port allowed), never a setting of the programs.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator
+from ipaddress import ip_network
+
+import pytest
+import trustme
+
+from fetcher.download import Downloader, Limits
+from fetcher.outcome import HopRecord
+from fetcher.policy import Policy
+from fetcher.resolver import StaticResolver
+from tests.support.origin import NAMES, Origin, running_origin
+
+
+@pytest.fixture(scope="session")
+def ca() -> trustme.CA:
+    """A throwaway certificate authority for the suite."""
+    return trustme.CA()
+
+
+@pytest.fixture(scope="session")
+def client_ssl_context(ca: trustme.CA) -> ssl.SSLContext:
+    """A client context that trusts only the test CA."""
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return context
+
+
+@pytest.fixture
+async def origin(ca: trustme.CA) -> AsyncIterator[Origin]:
+    """A real HTTPS origin on 127.0.0.1, empty routes."""
+    async with running_origin(ca) as server:
+        yield server
+
+
+def policy_for(origin: Origin) -> Policy:
+    """The explicit test policy: 127.0.0.1 and the origin's port, nothing else."""
+    return Policy(ports=frozenset({443, origin.port}), exempt=(ip_network("127.0.0.1/32"),))
+
+
+@pytest.fixture
+def test_policy(origin: Origin) -> Policy:
+    """See :func:`policy_for`."""
+    return policy_for(origin)
+
+
+@pytest.fixture
+def resolver() -> StaticResolver:
+    """Every origin name resolves to 127.0.0.1."""
+    return StaticResolver({name: ["127.0.0.1"] for name in NAMES})
+
+
+@pytest.fixture
+def hops() -> list[HopRecord]:
+    """Collects the hop records a downloader reports."""
+    return []
+
+
+@pytest.fixture
+async def downloader(
+    test_policy: Policy,
+    resolver: StaticResolver,
+    client_ssl_context: ssl.SSLContext,
+    hops: list[HopRecord],
+) -> AsyncIterator[Downloader]:
+    """A downloader with the test policy, static resolver, test CA and small limits."""
+    async with Downloader(
+        policy=test_policy,
+        resolver=resolver,
+        ssl_context=client_ssl_context,
+        limits=Limits(page_timeout=2.0, max_bytes=64 * 1024),
+        observer=hops.append,
+    ) as instance:
+        yield instance
