@@ -1,0 +1,254 @@
+"""The fetch log (rule 8): one structured record per hop of every page fetch.
+
+A record holds the time, the address (scheme, host, port and path only), the resolved IP,
+the status, the body bytes, the milliseconds, the redirects, the outcome and reason, the
+redirect target (same trimming) and the request id. Nothing else: never a query string,
+user info, fragment, title, text, header or cookie, because those carry what users and
+pages say, and a log is kept far longer and read by more people than a conversation.
+
+Under systemd the record goes to the journal through its native protocol, one datagram
+with ``FETCH_*`` fields, so ``journalctl -u fetcher FETCH_OUTCOME=refused`` or
+``FETCH_REASON=not_public`` select records; elsewhere it is one JSON object per line on
+stderr. The sink never raises into a download: a journal that cannot take a record gets
+it as a JSON line on stderr instead (which systemd also keeps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol, TextIO
+from urllib.parse import urlsplit
+
+from fetcher.outcome import HopRecord
+
+JOURNAL_SOCKET = "/run/systemd/journal/socket"
+MAX_ADDRESS_CHARS = 512
+#: Journal priorities (syslog levels): info for a page read, notice for a refusal,
+#: warning for a failure after connecting.
+PRIORITIES = {"ok": 6, "redirect": 6, "refused": 5, "failed": 4}
+
+FetchRecord = dict[str, str | int | None]
+
+
+def _printable(text: str) -> str:
+    return "".join(char if char.isprintable() else "?" for char in text)
+
+
+def loggable_address(url: str | None) -> str | None:
+    """Cuts an address down to what the fetch log may show.
+
+    Args:
+        url: The address of a hop (normalised by the downloader, or as the caller wrote it
+            when it was refused as malformed).
+
+    Returns:
+        ``scheme://host[:port]/path``, at most 512 characters, with no user info, query
+        or fragment, or ``"-"`` when no scheme and host can be found; ``None`` for ``None``.
+
+    # Security:
+        Rule 8 and privacy: query strings and user info carry tokens, searches and names,
+        so they never reach the log; a malformed address is not echoed at all, since it
+        may be anything a page or a model wrote. Callers may write the result anywhere.
+        Proved by ``tests/fetcher/test_journal.py::test_address_keeps_only_scheme_host_and_path``.
+    """
+    if url is None:
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "-"
+    host = parts.netloc.rpartition("@")[2].lower()
+    if not parts.scheme or not host:
+        return "-"
+    return _printable(f"{parts.scheme.lower()}://{host}{parts.path}")[:MAX_ADDRESS_CHARS]
+
+
+def fetch_record(hop: HopRecord, *, request_id: str, now: float) -> FetchRecord:
+    """Builds the fetch log's record of one hop.
+
+    Args:
+        hop: What the downloader reported for the hop.
+        request_id: The read's request id (empty when unknown).
+        now: The time of the record (seconds since the epoch).
+
+    Returns:
+        The record's fields by name; absent values are ``None``.
+
+    # Security:
+        Rule 8: only the fields listed in this module's docstring, built from the
+        ``HopRecord``, which holds no content. Proved by ``tests/fetcher/test_journal.py``
+        (``test_record_never_holds_page_content``).
+    """
+    stamp = datetime.datetime.fromtimestamp(now, tz=datetime.UTC)
+    return {
+        "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "url": loggable_address(hop.url),
+        "ip": str(hop.resolved_ip) if hop.resolved_ip is not None else None,
+        "status": hop.status,
+        "bytes": hop.bytes,
+        "ms": hop.elapsed_ms,
+        "redirects": hop.redirects,
+        "outcome": hop.outcome,
+        "reason": str(hop.reason) if hop.reason is not None else None,
+        "redirect_to": loggable_address(hop.redirect_to),
+        "request_id": _printable(request_id)[:64] or None,
+    }
+
+
+def summary(record: FetchRecord) -> str:
+    """The record in one human line, the journal's ``MESSAGE``."""
+    parts = ["fetch", str(record["outcome"]), str(record["url"])]
+    if record["status"] is not None:
+        parts.append(str(record["status"]))
+    parts += [f"{record['bytes']}B", f"{record['ms']}ms"]
+    if record["reason"] is not None:
+        parts.append(f"reason={record['reason']}")
+    return " ".join(parts)
+
+
+class Sink(Protocol):
+    """Where fetch records go."""
+
+    def write(self, record: FetchRecord) -> None:
+        """Writes one record; never raises for I/O trouble."""
+
+
+class JsonLinesSink:
+    """One JSON object per line on a text stream (stderr outside systemd)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        """Uses ``stream``, or the process's stderr at each write when ``None``."""
+        self._stream = stream
+
+    def write(self, record: FetchRecord) -> None:
+        """Writes the record as one line; a closed or full stream loses it silently."""
+        line = json.dumps({"event": "fetch", **record}, ensure_ascii=False, sort_keys=False)
+        stream = self._stream or sys.stderr
+        with contextlib.suppress(OSError, ValueError):
+            stream.write(line + "\n")
+            stream.flush()
+
+
+def journal_fields(record: FetchRecord, *, identifier: str) -> dict[str, str]:
+    """The journal entry's fields: ``MESSAGE``, ``PRIORITY``, identifier and ``FETCH_*``."""
+    fields = {
+        "MESSAGE": summary(record),
+        "PRIORITY": str(PRIORITIES.get(str(record["outcome"]), 5)),
+        "SYSLOG_IDENTIFIER": identifier,
+    }
+    for name, value in record.items():
+        if value is not None:
+            fields["FETCH_" + name.upper()] = str(value)
+    return fields
+
+
+def encode_journal_entry(fields: Mapping[str, str]) -> bytes:
+    """Encodes fields in journald's native protocol (``NAME=value`` lines).
+
+    A value holding a newline uses the binary form: the name, a newline, the value's
+    length as a little-endian 64-bit number, the value, a newline.
+    """
+    out = bytearray()
+    for name, value in fields.items():
+        data = value.encode("utf-8", "replace")
+        if b"\n" in data:
+            out += name.encode() + b"\n" + struct.pack("<Q", len(data)) + data + b"\n"
+        else:
+            out += name.encode() + b"=" + data + b"\n"
+    return bytes(out)
+
+
+class JournalSink:
+    """Sends each record to journald's native socket, with queryable ``FETCH_*`` fields."""
+
+    def __init__(
+        self,
+        *,
+        path: str = JOURNAL_SOCKET,
+        identifier: str = "fetcher",
+        fallback: Sink | None = None,
+    ) -> None:
+        """Prepares a datagram socket for ``path``; records that fail go to ``fallback``."""
+        self._path = path
+        self._identifier = identifier
+        self._fallback = fallback or JsonLinesSink()
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        # A journal that stalls must not stall downloads: drop to the fallback instead.
+        self._socket.setblocking(False)
+
+    def write(self, record: FetchRecord) -> None:
+        """Sends one entry; on any socket error the fallback gets the record."""
+        entry = encode_journal_entry(journal_fields(record, identifier=self._identifier))
+        try:
+            self._socket.sendto(entry, self._path)
+        except OSError:
+            self._fallback.write(record)
+
+    def close(self) -> None:
+        """Closes the socket."""
+        self._socket.close()
+
+
+def under_journal(environ: Mapping[str, str], stream: TextIO) -> bool:
+    """True when ``stream`` is connected to the journal (systemd's ``JOURNAL_STREAM``).
+
+    systemd sets ``JOURNAL_STREAM=dev:inode`` for the service's stdout/stderr; it counts
+    only if it still names ``stream`` (a child with redirected stderr inherits the variable).
+    """
+    value = environ.get("JOURNAL_STREAM", "")
+    device, _, inode = value.partition(":")
+    if not device.isdigit() or not inode.isdigit():
+        return False
+    try:
+        status = os.fstat(stream.fileno())
+    except (OSError, ValueError):
+        return False
+    return status.st_dev == int(device) and status.st_ino == int(inode)
+
+
+def choose_sink(
+    mode: str,
+    *,
+    environ: Mapping[str, str],
+    stream: TextIO | None = None,
+    journal_path: str = JOURNAL_SOCKET,
+) -> Sink:
+    """Picks the fetch log's sink.
+
+    Args:
+        mode: ``journal``, ``json``, or ``auto`` (the journal when stderr is the journal
+            and its socket exists, else JSON lines).
+        environ: The process environment.
+        stream: The stderr stream (``sys.stderr`` when ``None``).
+        journal_path: journald's native socket.
+
+    Returns:
+        The sink to use.
+    """
+    stream = stream or sys.stderr
+    if mode == "json":
+        return JsonLinesSink(stream)
+    if mode == "journal" or (under_journal(environ, stream) and os.path.exists(journal_path)):
+        return JournalSink(path=journal_path, fallback=JsonLinesSink(stream))
+    return JsonLinesSink(stream)
+
+
+class FetchLog:
+    """Writes one record per hop; the downloader's observer calls :meth:`hop`."""
+
+    def __init__(self, sink: Sink, *, clock: Callable[[], float] | None = None) -> None:
+        """Writes to ``sink``, stamping records with ``clock`` (``time.time`` by default)."""
+        self._sink = sink
+        self._clock = clock or time.time
+
+    def hop(self, hop: HopRecord) -> None:
+        """Logs one hop of a download."""
+        self._sink.write(fetch_record(hop, request_id=hop.request_id, now=self._clock()))

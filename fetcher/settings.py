@@ -1,0 +1,319 @@
+"""The fetcher service's settings: built-in defaults, a TOML file, environment variables.
+
+Later sources win: defaults, then the ``[fetcher]`` table of the TOML file (``--config``,
+else ``TIGRESS_FETCHER_CONFIG``, else ``TIGRESS_CONFIG``), then ``TIGRESS_FETCHER_<NAME>``
+variables, then command-line flags. Every value is checked once, here; a bad one stops
+start-up with a :class:`~fetcher.errors.ConfigError` that names the setting, where it came
+from and what was wrong. Unknown keys in the TOML table are errors too (a typo must not
+silently leave a default in force). Unknown ``TIGRESS_FETCHER_*`` variables are ignored,
+because the gateway's own variables share the prefix's first word.
+
+This module only decides; it opens no socket. The composition root (``fetcher.server``)
+turns a :class:`Settings` into listeners.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fetcher.errors import ConfigError
+
+ENV_PREFIX = "TIGRESS_FETCHER_"
+#: The development socket, relative to the directory the processes are started from
+#: (the project root under ``make run``); production passes ``unix:/run/fetcher/fetcher.sock``.
+DEV_SOCKET = Path("run") / "fetcher.sock"
+MIB = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Listen:
+    """One address to serve gRPC on.
+
+    Attributes:
+        target: The gRPC address string (``unix:/abs/path`` or ``host:port``).
+        unix_path: The socket's path for a Unix listener, else ``None``.
+        host: The host of a TCP listener (an IP address or a name), else ``None``.
+    """
+
+    target: str
+    unix_path: Path | None = None
+    host: str | None = None
+
+    @property
+    def is_loopback(self) -> bool:
+        """True for a Unix socket or a TCP address on the loopback interface."""
+        if self.unix_path is not None:
+            return True
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host or "").is_loopback
+        except ValueError:
+            return False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything the fetcher service can be told at start-up.
+
+    Attributes:
+        listen: Where gRPC is served; a Unix socket by default.
+        max_concurrent_reads: Reads handled at once; one more is refused with
+            RESOURCE_EXHAUSTED at once (never queued).
+        read_deadline_seconds: The longest a read may take, whatever the caller's deadline.
+        deadline_margin_seconds: Kept back from the caller's deadline, so the report is
+            sent before the caller gives up.
+        shutdown_grace_seconds: After SIGTERM, how long in-flight reads may still finish.
+        crawl_concurrency: Pages of one hop fetched at once within one read.
+        max_message_bytes: The gRPC message size limit, both directions.
+        metrics_listen: ``host:port`` for a /metrics listener of its own (development
+            only: the production sandbox blocks it; there systemd passes the listener).
+        log_sink: ``auto``, ``journal`` or ``json`` for the fetch log.
+        tls_cert_file: Server certificate (PEM) for TCP listeners; enables mutual TLS.
+        tls_key_file: The certificate's private key (PEM).
+        tls_client_ca_file: CA bundle (PEM) that client certificates must chain to.
+    """
+
+    listen: tuple[Listen, ...] = ()
+    max_concurrent_reads: int = 16
+    read_deadline_seconds: float = 30.0
+    deadline_margin_seconds: float = 0.25
+    shutdown_grace_seconds: float = 10.0
+    crawl_concurrency: int = 4
+    max_message_bytes: int = 1 * MIB
+    metrics_listen: str = ""
+    log_sink: str = "auto"
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    tls_client_ca_file: Path | None = None
+
+    @property
+    def tls(self) -> bool:
+        """True when TCP listeners use mutual TLS."""
+        return self.tls_cert_file is not None
+
+
+def parse_listen(value: str, *, base: Path | None = None) -> Listen:
+    """Parses one listen address.
+
+    Args:
+        value: ``unix:PATH``, ``unix:///PATH`` or ``HOST:PORT`` (``[v6]:PORT`` for IPv6).
+        base: Directory that a relative Unix path is resolved against (the working
+            directory when ``None``).
+
+    Returns:
+        The parsed address, with a Unix path made absolute.
+
+    Raises:
+        ValueError: The address has no usable form; the message says why.
+    """
+    value = value.strip()
+    if value.startswith("unix-abstract:"):
+        # Abstract sockets ignore file permissions: anyone on the host could connect.
+        raise ValueError("abstract Unix sockets have no permissions; use unix:PATH")
+    if value.startswith("unix:"):
+        raw = value.removeprefix("unix:")
+        if raw.startswith("//"):
+            raw = raw.removeprefix("//")
+        if not raw:
+            raise ValueError("unix: needs a path")
+        path = Path(raw)
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        return Listen(target=f"unix:{path}", unix_path=path)
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host:
+        raise ValueError("expected unix:PATH or HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("write an IPv6 address in brackets: [::1]:PORT")
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"port {port_text!r} is not a number from 1 to 65535")
+    shown = f"[{host}]" if ":" in host else host
+    return Listen(target=f"{shown}:{int(port_text)}", host=host)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Field:
+    kind: str  # "int", "float", "str", "path", "listen"
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+
+
+_FIELDS: dict[str, _Field] = {
+    "listen": _Field("listen"),
+    "max_concurrent_reads": _Field("int", 1, 10_000),
+    "read_deadline_seconds": _Field("float", 1, 600),
+    "deadline_margin_seconds": _Field("float", 0, 10),
+    "shutdown_grace_seconds": _Field("float", 0, 600),
+    "crawl_concurrency": _Field("int", 1, 64),
+    "max_message_bytes": _Field("int", 64 * 1024, 64 * MIB),
+    "metrics_listen": _Field("str"),
+    "log_sink": _Field("str", choices=("auto", "journal", "json")),
+    "tls_cert_file": _Field("path"),
+    "tls_key_file": _Field("path"),
+    "tls_client_ca_file": _Field("path"),
+}
+
+
+def _convert(name: str, field: _Field, raw: object, source: str) -> object:
+    """Turns one raw value (TOML value, variable text or flag text) into its typed form."""
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"{source}: bad value {raw!r} for {name}: {why}")
+
+    if field.kind == "listen":
+        items: list[object]
+        if isinstance(raw, str):
+            items = [part for part in raw.split(",") if part.strip()]
+        elif isinstance(raw, list):
+            items = list(raw)
+        else:
+            raise bad("expected a string or a list of strings")
+        if not items:
+            raise bad("at least one address is needed")
+        parsed = []
+        for item in items:
+            if not isinstance(item, str):
+                raise bad("expected a string or a list of strings")
+            try:
+                parsed.append(parse_listen(item))
+            except ValueError as exc:
+                raise bad(str(exc)) from exc
+        return tuple(parsed)
+    if field.kind in ("int", "float"):
+        number: float
+        if isinstance(raw, bool):
+            raise bad("expected a number")
+        if isinstance(raw, int | float):
+            number = raw
+        elif isinstance(raw, str):
+            try:
+                number = int(raw) if field.kind == "int" else float(raw)
+            except ValueError as exc:
+                raise bad(
+                    f"expected {'an integer' if field.kind == 'int' else 'a number'}"
+                ) from exc
+        else:
+            raise bad("expected a number")
+        if field.kind == "int" and not isinstance(number, int):
+            raise bad("expected an integer")
+        if not math.isfinite(number):
+            raise bad("expected a finite number")
+        if field.minimum is not None and number < field.minimum:
+            raise bad(f"must be at least {field.minimum:g}")
+        if field.maximum is not None and number > field.maximum:
+            raise bad(f"must be at most {field.maximum:g}")
+        return int(number) if field.kind == "int" else float(number)
+    if not isinstance(raw, str):
+        raise bad("expected a string")
+    if field.choices and raw not in field.choices:
+        raise bad(f"expected one of {', '.join(field.choices)}")
+    if field.kind == "path":
+        return Path(raw) if raw else None
+    return raw
+
+
+def _check_whole(settings: Settings) -> Settings:
+    """Checks the rules that involve several settings at once."""
+    tls_files = (settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file)
+    if any(tls_files) and not all(tls_files):
+        raise ConfigError(
+            "tls_cert_file, tls_key_file and tls_client_ca_file must be set together "
+            "(TCP listeners use mutual TLS)"
+        )
+    for path in filter(None, tls_files):
+        if not path.is_file():
+            raise ConfigError(f"bad value for a TLS file: {str(path)!r} is not a readable file")
+    for listen in settings.listen:
+        # Security: plain TCP beyond loopback would make the fetcher an open proxy for
+        # anyone on the network; remote replicas need mutual TLS.
+        if listen.unix_path is None and not listen.is_loopback and not settings.tls:
+            raise ConfigError(
+                f"bad value {listen.target!r} for listen: a TCP address beyond loopback "
+                "needs tls_cert_file, tls_key_file and tls_client_ca_file"
+            )
+    if settings.metrics_listen:
+        try:
+            metrics = parse_listen(settings.metrics_listen)
+        except ValueError as exc:
+            raise ConfigError(
+                f"bad value {settings.metrics_listen!r} for metrics_listen: {exc}"
+            ) from exc
+        if metrics.unix_path is not None or not metrics.is_loopback:
+            raise ConfigError(
+                f"bad value {settings.metrics_listen!r} for metrics_listen: "
+                "expected a loopback HOST:PORT"
+            )
+    return settings
+
+
+def load_settings(
+    *,
+    environ: Mapping[str, str],
+    config_file: Path | None = None,
+    overrides: Mapping[str, str | None] | None = None,
+) -> Settings:
+    """Builds the settings from every source, checking each value.
+
+    Args:
+        environ: The process environment (``os.environ`` in production).
+        config_file: A TOML file given on the command line; when ``None`` the
+            ``TIGRESS_FETCHER_CONFIG`` or ``TIGRESS_CONFIG`` variable may name one.
+        overrides: Command-line values by setting name (``None`` means not given).
+
+    Returns:
+        The checked settings.
+
+    Raises:
+        ConfigError: A value, a key or the file is bad; the message names it.
+    """
+    values: dict[str, object] = {"listen": (parse_listen(f"unix:{DEV_SOCKET}"),)}
+    path_text = environ.get("TIGRESS_FETCHER_CONFIG") or environ.get("TIGRESS_CONFIG")
+    path = config_file or (Path(path_text) if path_text else None)
+    if path is not None:
+        for name, raw in _read_toml(path).items():
+            if name not in _FIELDS:
+                raise ConfigError(f"{path}: unknown setting {name!r} in [fetcher]")
+            values[name] = _convert(name, _FIELDS[name], raw, f"{path} [fetcher]")
+    for name, field in _FIELDS.items():
+        variable = ENV_PREFIX + name.upper()
+        if variable in environ:
+            values[name] = _convert(name, field, environ[variable], variable)
+    for name, raw in (overrides or {}).items():
+        if raw is not None:
+            values[name] = _convert(name, _FIELDS[name], raw, f"--{name.replace('_', '-')}")
+    return _check_whole(Settings(**values))  # type: ignore[arg-type]
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as file:
+            document = tomllib.load(file)
+    except OSError as exc:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
+    table = document.get("fetcher", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [fetcher] must be a table")
+    return table
+
+
+def describe(settings: Settings) -> Sequence[str]:
+    """One ``name = value`` line per setting, for the start-up log (no secrets are held)."""
+    lines = []
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        if field.name == "listen":
+            value = ",".join(listen.target for listen in value)
+        lines.append(f"{field.name} = {value}")
+    return lines
