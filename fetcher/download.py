@@ -23,13 +23,14 @@ from urllib.parse import urljoin
 
 import httpcore
 
-from fetcher.errors import HopError, ResolveError
+from fetcher.errors import HopError
+from fetcher.guard import parse_address, resolve_and_check
 from fetcher.outcome import Downloaded, Failed, HopRecord, IPAddress, Outcome
-from fetcher.policy import Policy, classify
+from fetcher.policy import Policy
 from fetcher.reasons import Reason
 from fetcher.resolver import Resolver, SystemResolver
 from fetcher.transport import PinnedPools, default_ssl_context
-from fetcher.urls import Address, Refused, normalise_host, parse
+from fetcher.urls import Address, Refused, normalise_host
 
 USER_AGENT = "Tigress/0.1 (page reader for a self-hosted language model)"
 ACCEPT = "text/html, text/plain;q=0.9, text/markdown;q=0.9"
@@ -242,6 +243,10 @@ class Downloader:
         except TimeoutError:
             detail = f"the page took longer than {self.limits.page_timeout:g} s"
             return self._fail(url, hop, redirects, Reason.TIMEOUT, detail, started, request_id)
+        except asyncio.CancelledError:
+            # The caller gave up (crawl deadline, client gone): the hop is still logged.
+            self._record(hop, redirects, Reason.TIMEOUT, request_id=request_id)
+            raise
 
     def _fail(
         self,
@@ -290,48 +295,12 @@ class Downloader:
             )
         )
 
-    async def check(self, url: str) -> tuple[Address, list[IPAddress]]:
-        """Steps 1 and 3 without connecting: parse, resolve once, check every answer.
-
-        Raises:
-            HopError: With the reason the address is refused.
-
-        # Security
-        Rule 2: if ANY answer is not public the address is refused (picking the public
-        one would let a rebinding name alternate). IP-literal hosts are judged without a
-        lookup. Tested by the tables in ``tests/fetcher/test_check_cli.py`` and
-        ``test_download.py``.
-        """
-        address = self._parse(url)
-        return address, await self._vet(address)
-
-    def _parse(self, url: str) -> Address:
-        address = parse(url, ports=self.policy.ports)
-        if isinstance(address, Refused):
-            raise HopError(address.reason, address.detail)
-        return address
-
-    async def _vet(self, address: Address) -> list[IPAddress]:
-        if address.ip is not None:
-            answers = [address.ip]
-        else:
-            try:
-                answers = await self._resolver.resolve(address.host)
-            except ResolveError as exc:
-                raise HopError(Reason.DNS, f"{address.host} does not resolve: {exc}") from exc
-        for answer in answers:
-            if not self.policy.allows_address(answer):
-                block = classify(answer).block
-                what = block.name if block is not None else "not public"
-                raise HopError(Reason.NOT_PUBLIC, f"{address.host} has address {answer} ({what})")
-        return answers
-
     async def _hop(self, hop: _Hop, *, first: bool, allowed: frozenset[str]) -> _Response:
-        address = self._parse(hop.url)
+        address = parse_address(hop.url, self.policy)
         hop.url = address.url
         if first and address.host not in allowed:
             raise HopError(Reason.NOT_IN_ANSWER, f"{address.host} is not an allowed host")
-        answers = await self._vet(address)
+        answers = await resolve_and_check(address, policy=self.policy, resolver=self._resolver)
         last_error: HopError | None = None
         for answer in answers:
             hop.resolved_ip = answer

@@ -175,7 +175,17 @@ def normalise_host(raw: str) -> tuple[str, IPAddress | None] | Refused:
     for label in host.split("."):
         if len(label) > MAX_LABEL_LENGTH or not _LABEL.fullmatch(label):
             return _refuse(Reason.MALFORMED, "host is not a valid DNS name")
+        if label.startswith("xn--") and not _valid_a_label(label):
+            return _refuse(Reason.MALFORMED, "host has an invalid internationalised label")
     return host, None
+
+
+def _valid_a_label(label: str) -> bool:
+    try:
+        idna.decode(label)
+    except (idna.IDNAError, UnicodeError):
+        return False
+    return True
 
 
 def _port(text: str, scheme: str) -> int | Refused:

@@ -125,7 +125,11 @@ async def test_tls_uses_the_name_for_sni_and_host_header(
     origin: Origin, downloader: Downloader
 ) -> None:
     origin.routes["/"] = html("x")
-    ok(await downloader.download(origin.url(host="www.origin.test"), allowed_hosts=["www.origin.test"]))
+    ok(
+        await downloader.download(
+            origin.url(host="www.origin.test"), allowed_hosts=["www.origin.test"]
+        )
+    )
     request = origin.requests[0]
     assert request.sni == "www.origin.test"
     assert request.headers["host"] == f"www.origin.test:{origin.port}"
@@ -221,7 +225,16 @@ async def test_redirect_may_leave_the_site(origin: Origin, downloader: Downloade
         ("https://user:pw@origin.test:{port}/", Reason.USERINFO),
         ("https://origin.test\\@evil.test/", Reason.MALFORMED),
     ],
-    ids=["private-443", "other-port", "private", "ipv6-loopback", "numeric-loopback-2", "ftp", "userinfo", "backslash"],
+    ids=[
+        "private-443",
+        "other-port",
+        "private",
+        "ipv6-loopback",
+        "numeric-loopback-2",
+        "ftp",
+        "userinfo",
+        "backslash",
+    ],
 )
 async def test_redirect_to_a_refused_address_is_refused(
     origin: Origin, downloader: Downloader, location: str, reason: Reason
@@ -242,9 +255,7 @@ async def test_redirect_to_http_is_upgraded(origin: Origin, downloader: Download
 async def test_set_cookie_on_a_redirect_is_not_sent_back(
     origin: Origin, downloader: Downloader
 ) -> None:
-    origin.routes["/login"] = redirect(
-        "/home", headers=(("Set-Cookie", "session=abc; Path=/"),)
-    )
+    origin.routes["/login"] = redirect("/home", headers=(("Set-Cookie", "session=abc; Path=/"),))
     origin.routes["/home"] = html("home", headers=(("Set-Cookie", "more=1"),))
     ok(await downloader.download(origin.url("/login"), allowed_hosts=ALLOWED))
     ok(await downloader.download(origin.url("/home"), allowed_hosts=ALLOWED))

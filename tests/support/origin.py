@@ -62,7 +62,9 @@ def html(body: str, *, status: int = 200, headers: tuple[tuple[str, str], ...] =
     )
 
 
-def redirect(location: str, *, status: int = 302, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
+def redirect(
+    location: str, *, status: int = 302, headers: tuple[tuple[str, str], ...] = ()
+) -> Reply:
     """A redirect reply."""
     return Reply(status=status, headers=(("Location", location), *headers), body=b"")
 
@@ -91,9 +93,7 @@ class Origin:
 
     async def start(self) -> None:
         """Listen on an ephemeral port of 127.0.0.1."""
-        self._server = await asyncio.start_server(
-            self._serve, "127.0.0.1", 0, ssl=self._context
-        )
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self._context)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:

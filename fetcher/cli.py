@@ -1,0 +1,259 @@
+"""The fetcher's command line: ``check``, ``get``, ``text``, ``read`` and ``serve``.
+
+Operators use it to see what the fetcher would do with an address, and acceptance
+checks drive it. Every command runs the production policy: no flag can loosen a rule.
+Exit codes: 0 when everything was allowed or read, 3 when anything was refused or
+failed, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from ipaddress import ip_address
+from pathlib import Path
+from typing import Any
+
+from fetcher.crawl import crawl
+from fetcher.download import Downloader
+from fetcher.errors import HopError
+from fetcher.extract import read_document
+from fetcher.guard import check_answers, lookup, parse_address
+from fetcher.outcome import Downloaded, Outcome
+from fetcher.policy import Policy
+from fetcher.report import Report
+from fetcher.resolver import IPAddress, Resolver, StaticResolver, SystemResolver
+from fetcher.urls import Refused, normalise_host
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+
+
+def _resolve_entry(text: str) -> tuple[str, IPAddress]:
+    """``NAME:IP`` split at the first colon, so IPv6 answers need no brackets."""
+    name, colon, address = text.partition(":")
+    if not colon or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME:IP, got {text!r}")
+    host = normalise_host(name)
+    if isinstance(host, Refused):
+        raise argparse.ArgumentTypeError(f"{name!r} is not a host name: {host.detail}")
+    try:
+        return host[0], ip_address(address.strip("[]"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{address!r} is not an IP address") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = argparse.ArgumentParser(prog="python -m fetcher", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser(
+        "check", help="decide whether addresses may be opened, without connecting"
+    )
+    check.add_argument(
+        "--resolve",
+        metavar="NAME:IP",
+        action="append",
+        type=_resolve_entry,
+        default=[],
+        help="use IP as an answer for NAME (repeatable; the answers are still checked)",
+    )
+    check.add_argument("urls", nargs="+", metavar="URL")
+
+    get = commands.add_parser("get", help="download one page and print the outcome as JSON")
+    get.add_argument("--allow-host", action="append", required=True, metavar="HOST")
+    get.add_argument("url", metavar="URL")
+
+    text = commands.add_parser("text", help="print the text the reader makes of saved HTML")
+    text.add_argument("--json", action="store_true", help="one JSON object per file")
+    text.add_argument("--url", default="https://localhost/", help="the page's address")
+    text.add_argument("files", nargs="+", metavar="FILE", type=Path)
+
+    read = commands.add_parser("read", help="read a page and its same-site links (the crawl)")
+    read.add_argument("--allow-host", action="append", required=True, metavar="HOST")
+    read.add_argument("--pages", type=int, default=6, help="page limit (at most 6)")
+    read.add_argument("--json", action="store_true", help="print the report as JSON")
+    read.add_argument("url", metavar="URL")
+
+    # grpc is imported only for `serve`, so `check` starts fast.
+    from fetcher.server import add_serve_arguments  # noqa: PLC0415
+
+    serve = commands.add_parser("serve", help="run the gRPC service")
+    add_serve_arguments(serve)
+    return parser
+
+
+async def check_urls(
+    urls: Sequence[str], *, resolver: Resolver, policy: Policy
+) -> list[dict[str, Any]]:
+    """Decide every URL (concurrently), in the order given."""
+
+    async def one(url: str) -> dict[str, Any]:
+        answers: list[IPAddress] = []
+        try:
+            address = parse_address(url, policy)
+            answers = await lookup(address, resolver)
+            check_answers(address, answers, policy)
+        except HopError as exc:
+            return {
+                "url": url,
+                "allowed": False,
+                "reason": str(exc.reason),
+                "addresses": [str(a) for a in answers],
+            }
+        return {
+            "url": url,
+            "allowed": True,
+            "reason": "allowed",
+            "addresses": [str(a) for a in answers],
+        }
+
+    return list(await asyncio.gather(*(one(url) for url in urls)))
+
+
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
+    """An outcome as the JSON ``get`` prints (never the body)."""
+    if isinstance(outcome, Downloaded):
+        return {
+            "url": outcome.requested_url,
+            "ok": True,
+            "final_url": outcome.final_url,
+            "status": outcome.status,
+            "content_type": outcome.content_type,
+            "charset": outcome.charset,
+            "bytes": len(outcome.body),
+            "elapsed_ms": outcome.elapsed_ms,
+            "resolved_ip": str(outcome.resolved_ip),
+            "redirects": outcome.redirects,
+        }
+    return {
+        "url": outcome.requested_url,
+        "ok": False,
+        "final_url": outcome.url,
+        "reason": str(outcome.reason),
+        "detail": outcome.detail,
+        "status": outcome.status,
+        "elapsed_ms": outcome.elapsed_ms,
+        "resolved_ip": str(outcome.resolved_ip) if outcome.resolved_ip else None,
+        "redirects": outcome.redirects,
+    }
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """A crawl report as JSON."""
+    return {
+        "url": report.url,
+        "elapsed_ms": report.elapsed_ms,
+        "pages": [
+            {
+                "requested_url": p.requested_url,
+                "final_url": p.final_url,
+                "title": p.title,
+                "status": p.status,
+                "bytes": p.bytes,
+                "elapsed_ms": p.elapsed_ms,
+                "depth": p.depth,
+                "text": p.text,
+            }
+            for p in report.pages
+        ],
+        "failures": [
+            {"url": f.url, "reason": str(f.reason), "detail": f.detail, "depth": f.depth}
+            for f in report.failures
+        ],
+    }
+
+
+def report_text(report: Report) -> str:
+    """A crawl report for people to read."""
+    lines: list[str] = []
+    if report.first_page_failed:
+        failure = report.failures[0]
+        lines.append(f"Could not read {failure.url}: {failure.reason} ({failure.detail})")
+    for page in report.pages:
+        lines += [f"== {page.title or page.final_url}", f"   {page.final_url}", "", page.text, ""]
+    lines += [f"!! {f.url}: {f.reason} ({f.detail})" for f in report.failures[1:]]
+    if report.pages:
+        lines += [f"!! {f.url}: {f.reason} ({f.detail})" for f in report.failures[:1]]
+    return "\n".join(lines)
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+
+
+async def _check(args: argparse.Namespace) -> int:
+    table: dict[str, list[IPAddress]] = {}
+    for name, address in args.resolve:
+        table.setdefault(name, []).append(address)
+    resolver = StaticResolver(table, fallback=SystemResolver())
+    results = await check_urls(args.urls, resolver=resolver, policy=Policy())
+    for result in results:
+        _print_json(result)
+    return EXIT_OK if all(r["allowed"] for r in results) else EXIT_REFUSED
+
+
+async def _get(args: argparse.Namespace) -> int:
+    async with Downloader() as downloader:
+        outcome = await downloader.download(args.url, allowed_hosts=args.allow_host)
+    _print_json(outcome_json(outcome))
+    return EXIT_OK if outcome.ok else EXIT_REFUSED
+
+
+def _text(args: argparse.Namespace) -> int:
+    for path in args.files:
+        document = read_document(
+            path.read_bytes(), content_type="text/html", charset=None, url=args.url
+        )
+        if args.json:
+            _print_json(
+                {
+                    "file": str(path),
+                    "title": document.title,
+                    "text": document.text,
+                    "links": list(document.links),
+                }
+            )
+        else:
+            sys.stdout.write(document.text + "\n")
+    return EXIT_OK
+
+
+async def _read(args: argparse.Namespace) -> int:
+    async with Downloader() as downloader:
+        report = await crawl(
+            args.url,
+            allowed_hosts=args.allow_host,
+            downloader=downloader,
+            page_limit=max(1, min(args.pages, 6)),
+        )
+    if args.json:
+        _print_json(report_json(report))
+    else:
+        sys.stdout.write(report_text(report) + "\n")
+    return EXIT_REFUSED if report.first_page_failed else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "check":
+        return asyncio.run(_check(args))
+    if args.command == "get":
+        return asyncio.run(_get(args))
+    if args.command == "text":
+        missing = [str(p) for p in args.files if not p.is_file()]
+        if missing:
+            parser.error(f"no such file: {', '.join(missing)}")
+        return _text(args)
+    if args.command == "read":
+        return asyncio.run(_read(args))
+    from fetcher.server import run_serve  # noqa: PLC0415
+
+    return run_serve(args)
