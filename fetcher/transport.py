@@ -22,7 +22,7 @@ import httpcore
 
 IPAddress = IPv4Address | IPv6Address
 
-MAX_POOLS = 64
+MAX_POOLS = 32
 KEEPALIVE_EXPIRY = 5.0
 
 
@@ -126,7 +126,7 @@ class PinnedPools:
             pool = httpcore.AsyncConnectionPool(
                 ssl_context=self._ssl_context,
                 max_connections=16,
-                max_keepalive_connections=4,
+                max_keepalive_connections=16,
                 keepalive_expiry=self._keepalive_expiry,
                 http1=True,
                 http2=False,

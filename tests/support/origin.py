@@ -78,6 +78,7 @@ class Origin:
         self.port = 0
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
         self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ca.issue_cert(*names, "127.0.0.1").configure_cert(self._context)
         self._sni: dict[int, str | None] = {}
@@ -100,10 +101,12 @@ class Origin:
         """Stop listening and drop every open connection."""
         if self._server is not None:
             self._server.close()
+        # Aborting the transports ends each connection's read loop without cancelling
+        # its task (a cancelled handler task makes asyncio log a traceback).
+        for writer in list(self._writers):
+            writer.transport.abort()
         for task in list(self._connections):
-            task.cancel()
-        for task in list(self._connections):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            with contextlib.suppress(Exception):
                 await task
         if self._server is not None:
             await self._server.wait_closed()
@@ -112,6 +115,7 @@ class Origin:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self._writers.add(writer)
         ssl_object = writer.get_extra_info("ssl_object")
         sni = self._sni.get(id(ssl_object))
         self.connections += 1
@@ -131,6 +135,7 @@ class Origin:
             return
         finally:
             self._connections.discard(task)
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
