@@ -1,0 +1,132 @@
+"""The service's settings: defaults, TOML, environment, flags; a bad value names itself."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from fetcher.errors import ConfigError
+from fetcher.server import add_serve_arguments, run_serve
+from fetcher.settings import DEV_SOCKET, Settings, load_settings, parse_listen
+
+
+def test_defaults_listen_on_the_run_folders_socket() -> None:
+    settings = load_settings(environ={})
+    assert [listen.target for listen in settings.listen] == [f"unix:{Path.cwd() / DEV_SOCKET}"]
+    assert settings.max_concurrent_reads == 16
+    assert settings.max_message_bytes == 1024 * 1024
+    assert settings.read_deadline_seconds == 30.0
+
+
+def test_toml_then_environment_then_flags_win(tmp_path: Path) -> None:
+    config = tmp_path / "tigress.toml"
+    config.write_text(
+        '[fetcher]\nlisten = ["unix:/run/fetcher/fetcher.sock", "127.0.0.1:7443"]\n'
+        "max_concurrent_reads = 8\nshutdown_grace_seconds = 3\nlog_sink = 'json'\n"
+        "[gateway]\nanything = 'belongs to the gateway'\n"
+    )
+    settings = load_settings(
+        environ={"TIGRESS_CONFIG": str(config), "TIGRESS_FETCHER_MAX_CONCURRENT_READS": "4"},
+        overrides={"log_sink": "journal", "listen": None},
+    )
+    assert [listen.target for listen in settings.listen] == [
+        "unix:/run/fetcher/fetcher.sock",
+        "127.0.0.1:7443",
+    ]
+    assert settings.max_concurrent_reads == 4
+    assert settings.shutdown_grace_seconds == 3.0
+    assert settings.log_sink == "journal"
+
+
+def test_fetcher_config_variable_is_preferred_to_the_shared_one(tmp_path: Path) -> None:
+    own, shared = tmp_path / "own.toml", tmp_path / "shared.toml"
+    own.write_text("[fetcher]\ncrawl_concurrency = 2\n")
+    shared.write_text("[fetcher]\ncrawl_concurrency = 3\n")
+    settings = load_settings(
+        environ={"TIGRESS_FETCHER_CONFIG": str(own), "TIGRESS_CONFIG": str(shared)}
+    )
+    assert settings.crawl_concurrency == 2
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"TIGRESS_FETCHER_MAX_CONCURRENT_READS": "many"}, "TIGRESS_FETCHER_MAX_CONCURRENT_READS"),
+        ({"TIGRESS_FETCHER_MAX_CONCURRENT_READS": "0"}, "max_concurrent_reads"),
+        ({"TIGRESS_FETCHER_READ_DEADLINE_SECONDS": "nan"}, "read_deadline_seconds"),
+        ({"TIGRESS_FETCHER_LOG_SINK": "syslog"}, "TIGRESS_FETCHER_LOG_SINK"),
+        ({"TIGRESS_FETCHER_LISTEN": "unix-abstract:fetcher"}, "listen"),
+        ({"TIGRESS_FETCHER_LISTEN": "0.0.0.0:7443"}, "'0.0.0.0:7443'"),
+        ({"TIGRESS_FETCHER_LISTEN": "::1:7443"}, "listen"),
+        ({"TIGRESS_FETCHER_LISTEN": "127.0.0.1:99999"}, "listen"),
+        ({"TIGRESS_FETCHER_METRICS_LISTEN": "0.0.0.0:9464"}, "metrics_listen"),
+        ({"TIGRESS_FETCHER_TLS_CERT_FILE": "/nonexistent.pem"}, "tls_cert_file"),
+        ({"TIGRESS_CONFIG": "/nonexistent/tigress.toml"}, "/nonexistent/tigress.toml"),
+    ],
+    ids=[
+        "not-a-number",
+        "below-minimum",
+        "not-finite",
+        "unknown-choice",
+        "abstract-socket",
+        "plain-tcp-beyond-loopback",
+        "ipv6-without-brackets",
+        "port-out-of-range",
+        "metrics-beyond-loopback",
+        "tls-alone",
+        "missing-file",
+    ],
+)
+def test_bad_value_stops_start_up_naming_it(environ: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        load_settings(environ=environ)
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ("[fetcher]\nmax_concurent_reads = 4\n", "max_concurent_reads"),
+        ("[fetcher]\nmax_concurrent_reads = 2.5\n", "max_concurrent_reads"),
+        ("[fetcher]\nmax_concurrent_reads = true\n", "max_concurrent_reads"),
+        ("[fetcher]\nlisten = [1]\n", "listen"),
+        ("fetcher = 3\n", r"\[fetcher\]"),
+        ("[fetcher\n", "not valid TOML"),
+    ],
+    ids=["unknown-key", "not-integer", "boolean", "listen-type", "not-a-table", "bad-syntax"],
+)
+def test_bad_toml_stops_start_up_naming_it(tmp_path: Path, toml: str, named: str) -> None:
+    config = tmp_path / "tigress.toml"
+    config.write_text(toml)
+    with pytest.raises(ConfigError, match=named):
+        load_settings(environ={}, config_file=config)
+
+
+def test_plain_tcp_on_loopback_is_allowed() -> None:
+    settings = load_settings(environ={"TIGRESS_FETCHER_LISTEN": "127.0.0.1:7443,[::1]:7443"})
+    assert [listen.target for listen in settings.listen] == ["127.0.0.1:7443", "[::1]:7443"]
+    assert all(listen.is_loopback for listen in settings.listen)
+
+
+def test_relative_unix_path_is_made_absolute(tmp_path: Path) -> None:
+    listen = parse_listen("unix:run/f.sock", base=tmp_path)
+    assert listen.unix_path == tmp_path / "run" / "f.sock"
+    assert (
+        parse_listen("unix:///run/fetcher/fetcher.sock").target == "unix:/run/fetcher/fetcher.sock"
+    )
+
+
+def test_serve_with_a_bad_value_exits_2_with_a_message_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    args = parser.parse_args(["--max-concurrent-reads", "-3"])
+    assert run_serve(args, environ={}) == 2
+    assert "--max-concurrent-reads" in capsys.readouterr().err
+
+
+def test_settings_value_object_has_safe_defaults() -> None:
+    assert Settings().tls is False
+    assert Settings().metrics_listen == ""
