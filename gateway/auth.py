@@ -1,0 +1,60 @@
+"""Access keys: the Bearer check of every API route (SPEC 2).
+
+Pure: no I/O, no logging. The keys come from `gateway.settings`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable
+
+from gateway.errors import AuthError
+
+
+class KeyChecker:
+    """Checks ``Authorization`` header values against the configured keys.
+
+    # Security
+    Rule: every API route needs ``Authorization: Bearer <key>`` with a configured key.
+    Threat: a guessed key found by timing the comparison, or a key leaked in logs.
+    Keys and candidates are hashed first, so every comparison is between two 32-byte
+    digests, and every configured key is compared (no early exit), so the time taken does
+    not depend on how much of a key matched or on which key matched. The key never appears
+    in an error message. Callers may rely on `check` raising `AuthError` for anything but
+    an exact configured key. Proved by ``tests/gateway/test_auth.py``.
+    """
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self._digests = tuple(_digest(k) for k in keys)
+
+    @property
+    def required(self) -> bool:
+        """Whether keys are configured at all (a loopback-only gateway may run without)."""
+        return bool(self._digests)
+
+    def check(self, authorization: str | None) -> None:
+        """Accept the header value or raise.
+
+        Args:
+            authorization: The raw ``Authorization`` header, or ``None`` when absent.
+
+        Raises:
+            AuthError: Keys are configured and the header is missing, not a Bearer
+                credential, or not a configured key.
+        """
+        if not self._digests:
+            return
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthError("Missing access key: send Authorization: Bearer <key>.")
+        candidate = _digest(token.strip())
+        matched = False
+        for digest in self._digests:
+            matched |= hmac.compare_digest(candidate, digest)
+        if not matched:
+            raise AuthError("Wrong access key.")
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8")).digest()

@@ -1,0 +1,205 @@
+"""The OpenAI-compatible engine client (I/O): chat streams, pass-through, model lists.
+
+Every engine call goes through one shared ``httpx.AsyncClient`` (built in the composition
+root with timeouts and ``trust_env=False``), and every httpx exception is translated in
+one place, `engine_errors`, into the `gateway.errors.EngineError` tree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import httpx
+
+from gateway.errors import (
+    EngineError,
+    EngineStatusError,
+    EngineStreamError,
+    EngineTimeoutError,
+    EngineUnreachableError,
+)
+from gateway.settings import EngineSettings
+from gateway.sse import SSEDecoder
+
+#: The most of an engine's error body read before giving up on it.
+_ERROR_BODY_LIMIT = 64 * 1024
+
+
+@contextmanager
+def engine_errors() -> Iterator[None]:
+    """Translate httpx exceptions raised inside the block into engine errors."""
+    try:
+        yield
+    except httpx.TimeoutException as exc:
+        raise EngineTimeoutError("The model engine did not answer in time.") from exc
+    except httpx.RemoteProtocolError as exc:
+        raise EngineUnreachableError("The connection to the model engine broke.") from exc
+    except httpx.TransportError as exc:
+        raise EngineUnreachableError("The model engine cannot be reached.") from exc
+
+
+def _headers(engine: EngineSettings) -> dict[str, str]:
+    # identity: pass-through forwards the bytes as they come, so they must not be encoded.
+    headers = {"Accept-Encoding": "identity"}
+    if engine.api_key:
+        headers["Authorization"] = f"Bearer {engine.api_key}"
+    return headers
+
+
+def error_from_payload(payload: Any) -> tuple[str, dict[str, Any]]:
+    """The message and OpenAI error object inside an engine's error payload, both forms
+    (``{"error": {...}}`` and llama-server's bare ``{"code", "message", "type"}``)."""
+    inner = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(inner, str):
+        inner = {"message": inner}
+    if not isinstance(inner, dict):
+        inner = payload if isinstance(payload, dict) else {"message": str(payload)}
+    message = inner.get("message")
+    message = message if isinstance(message, str) and message else "The model engine failed."
+    error = {
+        "message": message,
+        "type": inner.get("type") if isinstance(inner.get("type"), str) else "server_error",
+        "code": inner.get("code"),
+    }
+    return message, error
+
+
+class EngineClient:
+    """Talks to engines over the shared HTTP client."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self._http = http
+
+    async def chat_chunks(
+        self, engine: EngineSettings, body: dict[str, Any]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Stream one chat completion and yield its chunks as decoded objects.
+
+        Chunks that are not JSON objects are skipped; the stream may end without
+        ``[DONE]``. Use with ``contextlib.aclosing`` so a cancelled caller closes the
+        engine connection at once.
+
+        Raises:
+            EngineStatusError: The engine answered with an error status.
+            EngineStreamError: The engine sent an error event inside the stream.
+            EngineUnreachableError: No connection, or it broke.
+            EngineTimeoutError: The engine went quiet past the timeout.
+        """
+        with engine_errors():
+            request = self._http.build_request(
+                "POST", f"{engine.url}/chat/completions", json=body, headers=_headers(engine)
+            )
+            response = await self._http.send(request, stream=True)
+            try:
+                if response.status_code >= 400:
+                    raise await _status_error(response)
+                decoder = SSEDecoder()
+                async for line in response.aiter_lines():
+                    event = decoder.feed(line)
+                    if event is None:
+                        continue
+                    for payload in _payloads(event.data):
+                        if payload == "[DONE]":
+                            return
+                        if event.error or (isinstance(payload, dict) and "error" in payload):
+                            raise EngineStreamError(error_from_payload(payload)[0])
+                        if isinstance(payload, dict):
+                            yield payload
+                event = decoder.close()
+                if event is not None:
+                    for payload in _payloads(event.data):
+                        if event.error or (isinstance(payload, dict) and "error" in payload):
+                            raise EngineStreamError(error_from_payload(payload)[0])
+                        if isinstance(payload, dict):
+                            yield payload
+            finally:
+                await response.aclose()
+
+    @asynccontextmanager
+    async def open(
+        self, engine: EngineSettings, path: str, body: bytes
+    ) -> AsyncIterator[httpx.Response]:
+        """Send a POST for pass-through and yield the response with its body unread.
+
+        Raises:
+            EngineUnreachableError: No connection.
+            EngineTimeoutError: No answer in time.
+        """
+        headers = _headers(engine) | {"Content-Type": "application/json"}
+        with engine_errors():
+            request = self._http.build_request(
+                "POST", f"{engine.url}{path}", content=body, headers=headers
+            )
+            response = await self._http.send(request, stream=True)
+        try:
+            yield response
+        finally:
+            await response.aclose()
+
+    async def list_models(self, engine: EngineSettings, *, wait: float | None = None) -> list[str]:
+        """The model names the engine's ``/models`` lists.
+
+        Raises:
+            EngineError: The engine cannot be reached or answered badly.
+        """
+        with engine_errors():
+            response = await self._http.get(
+                f"{engine.url}/models",
+                headers=_headers(engine),
+                timeout=wait if wait is not None else httpx.USE_CLIENT_DEFAULT,
+            )
+        if response.status_code != 200:
+            raise EngineStatusError(
+                502, None, f"The model engine answered {response.status_code} to /models."
+            )
+        try:
+            data = response.json().get("data", [])
+            return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        except (ValueError, AttributeError) as exc:
+            raise EngineError("The model engine's /models answer is not a model list.") from exc
+
+
+async def _status_error(response: httpx.Response) -> EngineStatusError:
+    raw = b""
+    async for part in response.aiter_bytes():
+        raw += part
+        if len(raw) > _ERROR_BODY_LIMIT:
+            break
+    try:
+        payload = json.loads(raw[:_ERROR_BODY_LIMIT])
+    except ValueError:
+        payload = None
+    if payload is None:
+        text = raw[:200].decode("utf-8", "replace").strip()
+        message = f"The model engine answered {response.status_code}" + (
+            f": {text}" if text else "."
+        )
+        return EngineStatusError(response.status_code, None, message)
+    message, error = error_from_payload(payload)
+    return EngineStatusError(response.status_code, {"error": error}, message)
+
+
+def _payloads(data: str) -> list[Any]:
+    """Decode one event's data; an engine that forgot the blank line between events
+    puts several JSON objects on consecutive ``data:`` lines."""
+    text = data.strip()
+    if text == "[DONE]":
+        return ["[DONE]"]
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    out: list[Any] = []
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if line == "[DONE]":
+            out.append("[DONE]")
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out

@@ -1,0 +1,333 @@
+"""Gateway settings: built-in defaults, then a TOML file, then environment variables.
+
+SPEC section 9. A bad value stops start-up with a `SettingsError` that names the setting
+(and where it came from); nothing is guessed. Keys are read here and never printed: the
+`Settings` repr hides them.
+
+The TOML file (path in ``TIGRESS_CONFIG``)::
+
+    listen = "127.0.0.1:8000"
+    engine_url = "http://127.0.0.1:8080/v1"   # the default engine (models from its /models)
+    api_keys_file = "/etc/tigress/keys"        # or api_keys = ["..."]
+    max_body_bytes = 1048576
+    searxng_url = "http://127.0.0.1:8888"
+    fetcher = ["unix:/run/fetcher/fetcher.sock"]
+
+    [[engines]]                                # more engines, each serving named models
+    url = "http://127.0.0.1:8001/v1"
+    models = ["qwen3-coder"]                   # empty or absent: ask the engine's /models
+    api_key_env = "VLLM_KEY"                   # optional: the engine's own key, from the env
+
+    [budgets]
+    searches = 16
+    pages = 12
+
+    [timeouts]                                 # seconds
+    engine_connect = 5
+    engine_read = 300
+    tool = 120
+    keepalive = 10
+    models_cache = 60
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+DEFAULT_ENGINE_URL = "http://127.0.0.1:8080/v1"
+DEFAULT_SEARXNG_URL = "http://127.0.0.1:8888"
+DEFAULT_LISTEN = "127.0.0.1:8000"
+#: The fetcher's socket in the run folder that ``make run`` uses.
+DEFAULT_FETCHER = "unix:run/fetcher.sock"
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+
+class SettingsError(Exception):
+    """Raised when a setting has a bad value; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """One OpenAI-compatible engine.
+
+    Attributes:
+        url: Base URL ending before ``/chat/completions`` (``http://host:port/v1``).
+        models: Model names it serves; empty means "ask the engine's ``/models``".
+        api_key: The engine's own key, sent as Bearer; never logged.
+    """
+
+    url: str
+    models: tuple[str, ...] = ()
+    api_key: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-answer budgets (SPEC 8)."""
+
+    searches: int = 16
+    pages: int = 12
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Timeouts in seconds."""
+
+    engine_connect: float = 5.0
+    #: Longest silence from an engine, prompt processing included.
+    engine_read: float = 300.0
+    tool: float = 120.0
+    #: Interval of SSE keep-alive comments while nothing else is sent.
+    keepalive: float = 10.0
+    #: How long a discovered model list is trusted.
+    models_cache: float = 60.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the gateway's composition root needs."""
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 8000
+    engines: tuple[EngineSettings, ...] = (EngineSettings(DEFAULT_ENGINE_URL),)
+    searxng_url: str = DEFAULT_SEARXNG_URL
+    fetcher: tuple[str, ...] = (DEFAULT_FETCHER,)
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    budgets: Budgets = Budgets()
+    timeouts: Timeouts = Timeouts()
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Build the settings from defaults, the TOML file and the environment.
+
+    Args:
+        environ: The environment to read (``os.environ`` by default).
+
+    Returns:
+        Checked settings.
+
+    Raises:
+        SettingsError: A value is bad, a file cannot be read, or the gateway would listen
+            on a non-loopback address without access keys.
+    """
+    env = os.environ if environ is None else environ
+    table: dict[str, Any] = {}
+    config_path = env.get("TIGRESS_CONFIG")
+    if config_path:
+        table = _read_toml(config_path)
+    toml = _Source(table, f"{config_path}")
+
+    known = {"listen", "engine_url", "api_keys", "api_keys_file", "max_body_bytes"}
+    known |= {"searxng_url", "fetcher", "engines", "budgets", "timeouts"}
+    for key in table:
+        if key not in known:
+            raise SettingsError(f"{config_path}: unknown setting {key!r}")
+
+    listen = env.get("TIGRESS_LISTEN") or toml.str_("listen", DEFAULT_LISTEN)
+    where = "TIGRESS_LISTEN" if env.get("TIGRESS_LISTEN") else "listen"
+    host, port = parse_listen(listen, where)
+
+    engines = _engines(table, env, toml)
+    searxng_url = env.get("TIGRESS_SEARXNG_URL") or toml.str_("searxng_url", DEFAULT_SEARXNG_URL)
+    _check_http_url(searxng_url, "TIGRESS_SEARXNG_URL / searxng_url")
+
+    fetcher_env = env.get("TIGRESS_FETCHER")
+    if fetcher_env:
+        fetcher = tuple(t.strip() for t in fetcher_env.split(",") if t.strip())
+    else:
+        raw = table.get("fetcher", [DEFAULT_FETCHER])
+        raw = [raw] if isinstance(raw, str) else raw
+        if not isinstance(raw, list) or not all(isinstance(t, str) and t for t in raw):
+            raise SettingsError(f"{config_path}: fetcher must be a string or a list of strings")
+        fetcher = tuple(raw)
+    if not fetcher:
+        raise SettingsError("TIGRESS_FETCHER: no fetcher target given")
+
+    keys = _api_keys(table, env, toml)
+    if not keys and not is_loopback(host):
+        raise SettingsError(
+            f"{where}: refusing to listen on non-loopback address {host!r} without access "
+            "keys (set TIGRESS_API_KEYS or TIGRESS_API_KEYS_FILE)"
+        )
+
+    max_body = toml.int_("max_body_bytes", DEFAULT_MAX_BODY_BYTES, minimum=1024)
+    budgets_table = toml.sub("budgets", {"searches", "pages"})
+    budgets = Budgets(
+        searches=budgets_table.int_("searches", Budgets.searches, minimum=0),
+        pages=budgets_table.int_("pages", Budgets.pages, minimum=0),
+    )
+    timeouts_table = toml.sub(
+        "timeouts", {"engine_connect", "engine_read", "tool", "keepalive", "models_cache"}
+    )
+    defaults = Timeouts()
+    timeouts = Timeouts(
+        **{
+            name: timeouts_table.float_(name, getattr(defaults, name))
+            for name in ("engine_connect", "engine_read", "tool", "keepalive", "models_cache")
+        }
+    )
+    return Settings(
+        listen_host=host,
+        listen_port=port,
+        engines=engines,
+        searxng_url=searxng_url,
+        fetcher=fetcher,
+        api_keys=keys,
+        max_body_bytes=max_body,
+        budgets=budgets,
+        timeouts=timeouts,
+    )
+
+
+def parse_listen(value: str, where: str) -> tuple[str, int]:
+    """Split ``host:port`` (``[v6]:port`` for IPv6) and check both parts.
+
+    Raises:
+        SettingsError: The value is not a host and a port in 0-65535.
+    """
+    host, sep, port_text = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise SettingsError(f"{where}: {value!r} is not host:port")
+    return host, int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _engines(
+    table: dict[str, Any], env: Mapping[str, str], toml: _Source
+) -> tuple[EngineSettings, ...]:
+    engines: list[EngineSettings] = []
+    env_url = env.get("TIGRESS_ENGINE_URL")
+    default_url = env_url or toml.str_("engine_url", "")
+    extra = table.get("engines", [])
+    if not isinstance(extra, list):
+        raise SettingsError(f"{toml.origin}: engines must be an array of tables ([[engines]])")
+    if default_url or not extra:
+        url = default_url or DEFAULT_ENGINE_URL
+        _check_http_url(url, "TIGRESS_ENGINE_URL" if env_url else "engine_url")
+        engines.append(EngineSettings(url=url.rstrip("/")))
+    for i, entry in enumerate(extra):
+        where = f"{toml.origin}: engines[{i}]"
+        if not isinstance(entry, dict):
+            raise SettingsError(f"{where} must be a table")
+        unknown = set(entry) - {"url", "models", "api_key_env"}
+        if unknown:
+            raise SettingsError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
+        entry_url = entry.get("url")
+        if not isinstance(entry_url, str):
+            raise SettingsError(f"{where}.url must be a string")
+        _check_http_url(entry_url, f"{where}.url")
+        models = entry.get("models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+            raise SettingsError(f"{where}.models must be a list of names")
+        key_env = entry.get("api_key_env")
+        key: str | None = None
+        if key_env is not None:
+            if not isinstance(key_env, str) or not env.get(key_env):
+                raise SettingsError(f"{where}.api_key_env names no set environment variable")
+            key = env[key_env]
+        engines.append(EngineSettings(url=entry_url.rstrip("/"), models=tuple(models), api_key=key))
+    return tuple(engines)
+
+
+def _api_keys(table: dict[str, Any], env: Mapping[str, str], toml: _Source) -> tuple[str, ...]:
+    if env.get("TIGRESS_API_KEYS"):
+        keys = [k.strip() for k in env["TIGRESS_API_KEYS"].split(",")]
+        where = "TIGRESS_API_KEYS"
+    elif env.get("TIGRESS_API_KEYS_FILE") or "api_keys_file" in table:
+        path = env.get("TIGRESS_API_KEYS_FILE") or toml.str_("api_keys_file", "")
+        where = "TIGRESS_API_KEYS_FILE" if env.get("TIGRESS_API_KEYS_FILE") else "api_keys_file"
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SettingsError(f"{where}: cannot read {path!r} ({exc.strerror})") from exc
+        keys = [line.strip() for line in text.splitlines() if not line.strip().startswith("#")]
+    else:
+        raw = table.get("api_keys", [])
+        where = "api_keys"
+        if not isinstance(raw, list) or not all(isinstance(k, str) for k in raw):
+            raise SettingsError(f"{toml.origin}: api_keys must be a list of strings")
+        keys = [k.strip() for k in raw]
+    keys = [k for k in keys if k]
+    for key in keys:
+        # Short keys are guessable; a key with spaces cannot be sent as a Bearer token.
+        if len(key) < 16 or any(c.isspace() for c in key):
+            raise SettingsError(f"{where}: every key needs 16 or more characters and no spaces")
+    return tuple(keys)
+
+
+def _check_http_url(url: str, where: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise SettingsError(f"{where}: {url!r} is not an http(s) URL")
+    try:
+        _ = parts.port
+    except ValueError as exc:
+        raise SettingsError(f"{where}: {url!r} has a bad port") from exc
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise SettingsError(f"TIGRESS_CONFIG: cannot read {path!r} ({exc.strerror})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"TIGRESS_CONFIG: {path!r} is not valid TOML ({exc})") from exc
+
+
+class _Source:
+    """Typed reads from one TOML table, with errors naming the setting."""
+
+    def __init__(self, table: dict[str, Any], origin: str, prefix: str = "") -> None:
+        self.table = table
+        self.origin = origin
+        self.prefix = prefix
+
+    def _name(self, key: str) -> str:
+        return f"{self.origin}: {self.prefix}{key}"
+
+    def sub(self, key: str, allowed: set[str]) -> _Source:
+        value = self.table.get(key, {})
+        if not isinstance(value, dict):
+            raise SettingsError(f"{self._name(key)} must be a table")
+        for name in value:
+            if name not in allowed:
+                raise SettingsError(f"{self._name(key)}: unknown setting {name!r}")
+        return _Source(value, self.origin, f"{self.prefix}{key}.")
+
+    def str_(self, key: str, default: str) -> str:
+        value = self.table.get(key, default)
+        if not isinstance(value, str):
+            raise SettingsError(f"{self._name(key)} must be a string")
+        return value
+
+    def int_(self, key: str, default: int, *, minimum: int) -> int:
+        value = self.table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise SettingsError(f"{self._name(key)} must be an integer of at least {minimum}")
+        return value
+
+    def float_(self, key: str, default: float) -> float:
+        value = self.table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise SettingsError(f"{self._name(key)} must be a positive number of seconds")
+        return float(value)

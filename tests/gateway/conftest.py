@@ -1,0 +1,190 @@
+"""Fixtures for the gateway tests: a fake engine, test tools, a gateway on uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from gateway.app import create_app
+from gateway.loop import FilterFactory, default_filter
+from gateway.settings import EngineSettings, Settings, Timeouts
+from gateway.tools import Tool, ToolContext, ToolResult
+from tests.gateway.fake_engine import FakeEngine
+from tests.gateway.servers import serve
+
+KEY = "test-key-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+#: Small timeouts so failure paths finish fast; keepalive long enough that a turn's first
+#: output (or error) comes before streaming starts.
+TEST_TIMEOUTS = Timeouts(
+    engine_connect=2.0, engine_read=5.0, tool=5.0, keepalive=2.0, models_cache=60.0
+)
+
+HAVE_TOOLTEXT = importlib.util.find_spec("gateway.tooltext") is not None
+
+
+@dataclass
+class _PlainOutput:
+    text: str
+    calls: list[Any] = field(default_factory=list)
+    malformed: int = 0
+
+
+class PlainFilter:
+    """A filter that finds no calls: for tests about structured calls only."""
+
+    def __init__(self, tools: list[dict[str, Any]]) -> None:
+        self.tools = tools
+
+    def feed(self, chunk: str) -> _PlainOutput:
+        return _PlainOutput(chunk)
+
+    def close(self) -> _PlainOutput:
+        return _PlainOutput("")
+
+
+def filter_factory() -> FilterFactory:
+    """The real filter once it exists, else the plain stand-in."""
+    return default_filter if HAVE_TOOLTEXT else PlainFilter
+
+
+def search_schema(name: str = "web_search") -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": "Search the web.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "queries": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["query"],
+            },
+        },
+    }
+
+
+class FakeSearch:
+    """A search tool: numbers one source per query, spends one search per query."""
+
+    def __init__(self, name: str = "web_search") -> None:
+        self._name = name
+        self.calls: list[dict[str, Any]] = []
+        self.running = 0
+        self.max_running = 0
+        self.gate: asyncio.Event | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return search_schema(self._name)
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        self.calls.append(arguments)
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            query = str(arguments["query"])
+            if not context.budgets.take_searches(1):
+                return ToolResult("The search budget is spent.", outcome="refused")
+            slug = "-".join(query.split())
+            n = context.ledger.add(f"https://example.org/{slug}", f"About {query}")
+            return ToolResult(
+                f"[{n}] About {query} — https://example.org/{slug}",
+                events=[{"type": "searched", "queries": [query], "results": 1}],
+            )
+        finally:
+            self.running -= 1
+
+
+class BlockingTool:
+    """A tool that waits until cancelled, and says so."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return "slow"
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": "slow",
+                "description": "Takes forever.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return ToolResult("never")
+
+
+def make_settings(engine: FakeEngine, **changes: Any) -> Settings:
+    settings = Settings(
+        engines=(EngineSettings(engine.url),), api_keys=(KEY,), timeouts=TEST_TIMEOUTS
+    )
+    return replace(settings, **changes)
+
+
+@pytest.fixture
+async def engine() -> AsyncIterator[FakeEngine]:
+    async with FakeEngine() as fake:
+        yield fake
+
+
+GatewayFactory = Callable[..., AbstractAsyncContextManager[str]]
+
+
+@pytest.fixture
+def gateway_at(engine: FakeEngine) -> GatewayFactory:
+    """``async with gateway_at(tools=[...]) as url``: a gateway on uvicorn."""
+
+    @asynccontextmanager
+    async def start(
+        tools: Iterable[Tool] = (),
+        settings: Settings | None = None,
+        registry: CollectorRegistry | None = None,
+        filters: FilterFactory | None = None,
+    ) -> AsyncIterator[str]:
+        app = create_app(
+            settings or make_settings(engine),
+            tools=tools,
+            registry=registry,
+            filter_factory=filters or filter_factory(),
+        )
+        async with serve(app) as url:
+            yield url
+
+    return start
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
+        yield client

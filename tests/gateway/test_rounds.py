@@ -1,0 +1,270 @@
+"""The loop's round rules, one by one (pure code, no engine)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway import prompts
+from gateway.rounds import (
+    MAX_ANSWER_ROUNDS,
+    MAX_TOOL_ROUNDS,
+    LoopState,
+    Phase,
+    RawCall,
+    RequiredSupport,
+    RoundOutcome,
+    Step,
+    ToolCallAssembler,
+    Verdict,
+    after_round,
+    call_key,
+    next_round,
+    refused_required,
+    vet_call,
+)
+
+OFFERED = ["web_search", "fetch"]
+REQUIRED = {"web_search": ["query"], "fetch": ["url"]}
+
+
+def test_fragments_are_joined_by_index_even_when_interleaved() -> None:
+    assembler = ToolCallAssembler()
+    assembler.add({"index": 0, "id": "a", "function": {"name": "web_search", "arguments": ""}})
+    assembler.add({"index": 1, "id": "b", "function": {"name": "fetch", "arguments": '{"u'}})
+    assembler.add({"index": 0, "function": {"arguments": '{"query": '}})
+    assembler.add({"index": 1, "function": {"arguments": 'rl": "x"}'}})
+    assembler.add({"index": 0, "function": {"arguments": '"rust"}'}})
+    assert assembler.calls() == [
+        RawCall("a", "web_search", '{"query": "rust"}'),
+        RawCall("b", "fetch", '{"url": "x"}'),
+    ]
+
+
+def test_fragments_without_index_continue_the_last_call() -> None:
+    assembler = ToolCallAssembler()
+    assembler.add({"id": "a", "function": {"name": "web_search", "arguments": '{"q'}})
+    assembler.add({"function": {"arguments": 'uery": "x"}'}})
+    assembler.add({"id": "b", "function": {"name": "fetch", "arguments": "{}"}})
+    calls = assembler.calls()
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("web_search", '{"query": "x"}'),
+        ("fetch", "{}"),
+    ]
+
+
+def test_a_name_repeated_on_every_fragment_is_kept_once() -> None:
+    assembler = ToolCallAssembler()
+    assembler.add({"index": 0, "function": {"name": "fetch", "arguments": "{"}})
+    assembler.add({"index": 0, "function": {"name": "fetch", "arguments": "}"}})
+    assert assembler.calls() == [RawCall("", "fetch", "{}")]
+
+
+def test_empty_call_ids_are_replaced_by_generated_ones() -> None:
+    seen: set[str] = set()
+    first = vet_call(
+        RawCall("", "web_search", '{"query": "a"}'), offered=OFFERED, required=REQUIRED, seen=seen
+    )
+    second = vet_call(
+        RawCall("", "web_search", '{"query": "b"}'), offered=OFFERED, required=REQUIRED, seen=seen
+    )
+    assert first.call_id.startswith("call_")
+    assert first.call_id != second.call_id
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ({"query": "Rust jobs"}, {"query": "  rust   JOBS "}),
+        ({"query": "x", "time_range": "week"}, {"time_range": "week", "query": "x"}),
+        ({"url": " https://a.example/ "}, {"url": "https://a.example/"}),
+        ({"query": "x", "queries": ["A b"]}, {"query": "x", "queries": ["a  B"]}),
+    ],
+    ids=["query-case-and-space", "key-order", "trimmed-strings", "sub-queries-folded"],
+)
+def test_normalised_arguments_make_the_same_key(a: dict[str, object], b: dict[str, object]) -> None:
+    assert call_key("web_search", a) == call_key("web_search", b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ({"url": "https://a.example/X"}, {"url": "https://a.example/x"}),
+        ({"query": "rust"}, {"query": "rust jobs"}),
+    ],
+    ids=["url-case-kept", "different-query"],
+)
+def test_different_calls_have_different_keys(a: dict[str, object], b: dict[str, object]) -> None:
+    assert call_key("fetch", a) != call_key("fetch", b)
+
+
+def test_a_repeated_call_is_not_run_and_the_model_is_told() -> None:
+    seen: set[str] = set()
+    first = vet_call(
+        RawCall("1", "web_search", '{"query": "Rust"}'),
+        offered=OFFERED,
+        required=REQUIRED,
+        seen=seen,
+    )
+    again = vet_call(
+        RawCall("2", "web_search", '{"query": " rust"}'),
+        offered=OFFERED,
+        required=REQUIRED,
+        seen=seen,
+    )
+    assert first.verdict is Verdict.RUN
+    assert again.verdict is Verdict.DUPLICATE
+    assert again.message == prompts.DUPLICATE_CALL
+
+
+@pytest.mark.parametrize(
+    ("raw", "verdict", "words"),
+    [
+        (
+            RawCall("1", "web_search", '{"query": '),
+            Verdict.BAD_ARGUMENTS,
+            "not a valid JSON object",
+        ),
+        (RawCall("1", "web_search", "[1, 2]"), Verdict.BAD_ARGUMENTS, "not an object"),
+        (
+            RawCall("1", "shell", '{"cmd": "ls"}'),
+            Verdict.UNKNOWN_TOOL,
+            "There is no tool named shell",
+        ),
+        (RawCall("1", "web_search", '{"queries": ["a"]}'), Verdict.MISSING_ARGUMENTS, "query"),
+    ],
+    ids=["cut-json", "array", "unknown-tool", "missing-required"],
+)
+def test_calls_that_cannot_run_say_what_was_wrong(
+    raw: RawCall, verdict: Verdict, words: str
+) -> None:
+    vetted = vet_call(raw, offered=OFFERED, required=REQUIRED, seen=set())
+    assert vetted.verdict is verdict
+    assert words in vetted.message
+
+
+def test_double_encoded_arguments_are_decoded() -> None:
+    vetted = vet_call(
+        RawCall("1", "web_search", '"{\\"query\\": \\"x\\"}"'),
+        offered=OFFERED,
+        required=REQUIRED,
+        seen=set(),
+    )
+    assert vetted.verdict is Verdict.RUN
+    assert vetted.arguments == {"query": "x"}
+
+
+def test_text_calls_arrive_decoded() -> None:
+    vetted = vet_call(
+        RawCall("", "fetch", {"url": "https://a/"}), offered=OFFERED, required=REQUIRED, seen=set()
+    )
+    assert vetted.verdict is Verdict.RUN
+    assert vetted.arguments_text == '{"url": "https://a/"}'
+
+
+# --- Round plans ------------------------------------------------------------------------
+
+
+def test_round_one_is_required_then_auto() -> None:
+    state = LoopState()
+    plan = next_round(state, RequiredSupport.UNKNOWN)
+    assert (plan.offer_tools, plan.tool_choice, plan.nudge) == (True, "required", False)
+    step, learnt = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+    assert (step, learnt) == (Step.RUN_CALLS, RequiredSupport.HONOURED)
+    assert next_round(state, RequiredSupport.HONOURED).tool_choice == "auto"
+
+
+@pytest.mark.parametrize("support", [RequiredSupport.REFUSED, RequiredSupport.IGNORED])
+def test_an_engine_known_to_fail_required_gets_auto_and_the_nudge(support: RequiredSupport) -> None:
+    plan = next_round(LoopState(), support)
+    assert (plan.tool_choice, plan.nudge, plan.hold_text) == ("auto", True, False)
+
+
+def test_an_engine_that_ignores_required_is_retried_once_with_auto() -> None:
+    state = LoopState()
+    plan = next_round(state, RequiredSupport.UNKNOWN)
+    assert plan.hold_text
+    step, learnt = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=True))
+    assert (step, learnt) == (Step.RETRY_AUTO, RequiredSupport.IGNORED)
+    retry = next_round(state, RequiredSupport.IGNORED)
+    assert (retry.tool_choice, retry.nudge) == ("auto", True)
+    step, _ = after_round(state, retry, RoundOutcome(calls=0, malformed=0, has_text=True))
+    assert step is Step.FINISH
+    assert state.phase is Phase.DONE
+
+
+def test_a_refused_required_is_retried_with_auto() -> None:
+    state = LoopState()
+    refused_required(state)
+    plan = next_round(state, RequiredSupport.REFUSED)
+    assert (plan.tool_choice, plan.nudge) == ("auto", True)
+
+
+def test_tool_rounds_stop_after_eight_then_two_answer_rounds() -> None:
+    state = LoopState()
+    support = RequiredSupport.HONOURED
+    for _ in range(MAX_TOOL_ROUNDS):
+        plan = next_round(state, support)
+        assert plan.offer_tools
+        step, _ = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+        assert step is Step.RUN_CALLS
+    assert state.phase is Phase.ANSWER
+    plan = next_round(state, support)
+    assert (plan.offer_tools, plan.tool_choice, plan.announce_answer) == (False, None, True)
+    step, _ = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+    assert step is Step.RUN_CALLS  # a call in an answer round is run
+    plan = next_round(state, support)
+    assert not plan.announce_answer
+    step, _ = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+    assert step is Step.FINISH
+    assert state.no_answer
+    assert state.answer_rounds == MAX_ANSWER_ROUNDS
+
+
+def test_a_spent_search_budget_ends_the_tool_rounds() -> None:
+    state = LoopState(tool_rounds=1)
+    plan = next_round(state, RequiredSupport.HONOURED)
+    after_round(
+        state, plan, RoundOutcome(calls=1, malformed=0, has_text=False, searches_spent=True)
+    )
+    assert state.phase is Phase.ANSWER
+
+
+def test_an_answer_ends_the_loop() -> None:
+    state = LoopState(tool_rounds=2)
+    plan = next_round(state, RequiredSupport.HONOURED)
+    step, _ = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=True))
+    assert step is Step.FINISH
+    assert not state.no_answer
+
+
+def test_an_empty_tool_round_moves_to_the_answer_rounds() -> None:
+    state = LoopState(tool_rounds=2)
+    plan = next_round(state, RequiredSupport.HONOURED)
+    step, _ = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=False))
+    assert step is Step.ASK_AGAIN
+    assert state.phase is Phase.ANSWER
+
+
+def test_malformed_text_calls_give_the_model_another_round() -> None:
+    state = LoopState(tool_rounds=2)
+    plan = next_round(state, RequiredSupport.HONOURED)
+    step, _ = after_round(state, plan, RoundOutcome(calls=0, malformed=1, has_text=False))
+    assert step is Step.RUN_CALLS
+    assert state.phase is Phase.TOOLS
+
+
+def test_two_empty_answer_rounds_end_with_the_clear_message() -> None:
+    state = LoopState(phase=Phase.ANSWER, tool_rounds=8)
+    for _ in range(MAX_ANSWER_ROUNDS):
+        plan = next_round(state, RequiredSupport.HONOURED)
+        step, _ = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=False))
+    assert step is Step.FINISH
+    assert state.no_answer
+
+
+def test_text_with_a_call_in_the_last_answer_round_is_the_answer() -> None:
+    state = LoopState(phase=Phase.ANSWER, tool_rounds=8, answer_rounds=1, answer_announced=True)
+    plan = next_round(state, RequiredSupport.HONOURED)
+    step, _ = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=True))
+    assert step is Step.FINISH
+    assert not state.no_answer

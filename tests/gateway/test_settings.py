@@ -1,0 +1,199 @@
+"""Settings: defaults, the TOML file, the environment, and refusals that name the setting."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.settings import (
+    DEFAULT_ENGINE_URL,
+    Budgets,
+    EngineSettings,
+    SettingsError,
+    load_settings,
+)
+
+KEY = "0123456789abcdef-key"
+
+
+def test_defaults_follow_spec_nine() -> None:
+    settings = load_settings({})
+    assert (settings.listen_host, settings.listen_port) == ("127.0.0.1", 8000)
+    assert settings.engines == (EngineSettings(DEFAULT_ENGINE_URL),)
+    assert settings.searxng_url == "http://127.0.0.1:8888"
+    assert settings.max_body_bytes == 1024 * 1024
+    assert settings.budgets == Budgets(searches=16, pages=12)
+    assert settings.api_keys == ()
+
+
+def test_toml_file_then_environment(tmp_path: Path) -> None:
+    config = tmp_path / "tigress.toml"
+    config.write_text(
+        """
+listen = "127.0.0.1:9000"
+max_body_bytes = 2048
+api_keys = ["from-the-toml-file-0001"]
+[[engines]]
+url = "http://127.0.0.1:8001/v1/"
+models = ["qwen3-coder"]
+[budgets]
+searches = 4
+[timeouts]
+keepalive = 3
+""",
+        encoding="utf-8",
+    )
+    settings = load_settings({"TIGRESS_CONFIG": str(config), "TIGRESS_LISTEN": "127.0.0.1:9100"})
+    assert settings.listen_port == 9100  # the environment wins
+    assert settings.engines == (EngineSettings("http://127.0.0.1:8001/v1", ("qwen3-coder",)),)
+    assert settings.max_body_bytes == 2048
+    assert settings.budgets == Budgets(searches=4, pages=12)
+    assert settings.timeouts.keepalive == 3.0
+    assert settings.api_keys == ("from-the-toml-file-0001",)
+
+
+def test_engine_url_variable_adds_the_default_engine(tmp_path: Path) -> None:
+    config = tmp_path / "t.toml"
+    config.write_text('[[engines]]\nurl = "http://127.0.0.1:8001/v1"\nmodels = ["a"]\n')
+    env = {"TIGRESS_CONFIG": str(config), "TIGRESS_ENGINE_URL": "http://127.0.0.1:9999/v1"}
+    urls = [e.url for e in load_settings(env).engines]
+    assert urls == ["http://127.0.0.1:9999/v1", "http://127.0.0.1:8001/v1"]
+
+
+def test_keys_file_one_per_line(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(f"# comment\n{KEY}\n\nsecond-key-abcdefgh\n")
+    settings = load_settings({"TIGRESS_API_KEYS_FILE": str(keys)})
+    assert settings.api_keys == (KEY, "second-key-abcdefgh")
+
+
+def test_keys_are_not_in_the_repr() -> None:
+    settings = load_settings({"TIGRESS_API_KEYS": KEY})
+    assert KEY not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"TIGRESS_LISTEN": "nohost"}, "TIGRESS_LISTEN"),
+        ({"TIGRESS_LISTEN": "127.0.0.1:99999"}, "TIGRESS_LISTEN"),
+        ({"TIGRESS_ENGINE_URL": "ftp://x/"}, "TIGRESS_ENGINE_URL"),
+        ({"TIGRESS_SEARXNG_URL": "localhost:8888"}, "TIGRESS_SEARXNG_URL"),
+        ({"TIGRESS_API_KEYS": "short"}, "TIGRESS_API_KEYS"),
+        ({"TIGRESS_API_KEYS_FILE": "/nonexistent/keys"}, "TIGRESS_API_KEYS_FILE"),
+        ({"TIGRESS_CONFIG": "/nonexistent.toml"}, "TIGRESS_CONFIG"),
+    ],
+    ids=[
+        "listen-no-port",
+        "listen-port-range",
+        "engine-scheme",
+        "searxng-no-scheme",
+        "short-key",
+        "keys-file",
+        "config-file",
+    ],
+)
+def test_bad_values_stop_start_up_naming_the_setting(env: dict[str, str], named: str) -> None:
+    with pytest.raises(SettingsError, match=named):
+        load_settings(env)
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ("max_body_bytes = -1", "max_body_bytes"),
+        ("[budgets]\nsearches = 'many'", "budgets.searches"),
+        ("[timeouts]\ntool = 0", "timeouts.tool"),
+        ("[timeouts]\nbogus = 1", "bogus"),
+        ("colour = 'red'", "colour"),
+        ("[[engines]]\nurl = 3", "engines[0].url"),
+        ("listen = [", "not valid TOML"),
+    ],
+    ids=[
+        "negative-size",
+        "budget-type",
+        "zero-timeout",
+        "unknown-timeout",
+        "unknown-key",
+        "engine-url",
+        "bad-toml",
+    ],
+)
+def test_bad_toml_values_name_the_setting(tmp_path: Path, toml: str, named: str) -> None:
+    config = tmp_path / "t.toml"
+    config.write_text(toml)
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"TIGRESS_CONFIG": str(config)})
+    assert named in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "listen", ["0.0.0.0:8000", "192.168.1.5:8000", "[::]:8000", "example.org:80"]
+)
+def test_non_loopback_address_without_keys_is_refused(listen: str) -> None:
+    with pytest.raises(SettingsError, match="without access keys"):
+        load_settings({"TIGRESS_LISTEN": listen})
+
+
+@pytest.mark.parametrize(
+    "listen", ["127.0.0.1:8000", "127.8.9.1:1", "[::1]:8000", "localhost:8000"]
+)
+def test_loopback_address_may_run_without_keys(listen: str) -> None:
+    load_settings({"TIGRESS_LISTEN": listen})
+
+
+def test_non_loopback_address_with_keys_is_allowed() -> None:
+    settings = load_settings({"TIGRESS_LISTEN": "0.0.0.0:8000", "TIGRESS_API_KEYS": KEY})
+    assert settings.listen_host == "0.0.0.0"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIGRESS_")}
+    env.update(extra)
+    return env
+
+
+def test_python_m_gateway_refuses_a_bad_setting() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway"],
+        env=_env(TIGRESS_LISTEN="0.0.0.0:8000"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "TIGRESS_LISTEN" in done.stderr
+
+
+def test_python_m_gateway_serves() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway"],
+        env=_env(TIGRESS_LISTEN=f"127.0.0.1:{port}", TIGRESS_ENGINE_URL="http://127.0.0.1:9/v1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        body = None
+        for _ in range(300):
+            try:
+                body = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        assert body is not None
+        assert body["engines"] == [{"engine": 0, "ok": False}]
+        assert body["fetcher"]["detail"] == "not checked"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
