@@ -1,0 +1,961 @@
+"""The streaming filter that finds tool calls written into the answer text (SPEC 4a).
+
+One :class:`TextToolFilter` serves one model response (R1). :meth:`TextToolFilter.feed` takes
+each content delta and returns a :class:`FilterOutput`: the text that may be shown now, the
+calls completed now and the number of malformed blocks found now. :meth:`TextToolFilter.close`
+ends the stream (R11). Results do not depend on how the text was cut into chunks.
+
+State machine
+-------------
+The filter keeps one buffer and a scan cursor; every state resumes where it stopped, so each
+character is examined a bounded number of times (linear time). The modes:
+
+* ``GAP``: whitespace whose fate is not known yet. At the start of the answer (policy LEAD)
+  it is dropped if the answer starts with a removed block and kept otherwise; here an
+  answer-initial ``{`` or code fence may start an untagged call (R8). After a removed block
+  (policy AFTER) it also swallows orphan ``</tool_call>`` / ``</function>`` closers and keeps
+  only the last whitespace run, and only if the visible text is non-empty and does not end
+  in whitespace (R10).
+* ``TEXT``: prose. Runs up to the next ``<`` or backtick are emitted in bulk. At ``<`` an
+  opener (R2) is matched; a proper prefix at the end of the buffer is held (R3).
+* ``TICKS`` / ``SPAN`` / ``FENCED``: backtick runs, inline code spans and fenced code blocks
+  (R9). Everything in them is emitted at once; only the state is tracked.
+* ``WRAP``: after ``<tool_call>``, deciding the body (R4). ``FN_BODY``, ``FN_NAME``,
+  ``PARAM_NAME``, ``PARAM_VALUE``, ``FN_ARGS_END``, ``FN_AFTER``: the XML form (R5, R6).
+  ``JSON`` and ``JSON_END``: a JSON value and the optional closer after it (R7).
+  ``SKIP``: a malformed block, hidden up to its closer (R12).
+* ``FENCE_OPEN`` / ``FENCE_BETWEEN``: an answer-initial fence held until its body is known
+  to be only tool-call blocks or one call object (then hidden) or anything else (then
+  released and re-read as an ordinary code block).
+
+Text that turns out not to be a block (R4, a failed untagged call or fence) is released by
+moving the cursor back to its start and re-reading it as prose; that happens at most once per
+held stretch, so the total work stays linear.
+
+Choices where SPEC 4a leaves room
+---------------------------------
+* ``<function=NAME>`` outside a wrapper follows R4 like ``<tool_call>``: it is a block only
+  when the first non-space text after it is ``<parameter=``, ``{`` or ``</function>``;
+  otherwise it is prose and released unchanged. Inside a wrapper any NAME is accepted.
+* ``</tool_call>`` where ``</function>`` could come closes both (the model forgot
+  ``</function>``); R5 already treats ``</parameter>`` + ``</tool_call>`` as a value end. At
+  end of stream a missing ``</function>`` is still malformed (R11).
+* A lone complete opener at end of stream (``<tool_call>`` or an offered ``<function=NAME>``)
+  is malformed; a partial opener is released as text.
+* An untagged answer-initial ``{`` or fence whose JSON is unfinished at end of stream is
+  released as text (it was never recognised as a call); a tagged block cut short is hidden
+  and counted malformed.
+* Only ```` ``` ```` fences are code (R9 names no other); ``~~~`` is prose. A fence opener line
+  whose info string holds a backtick is an inline code span (CommonMark). An unmatched
+  backtick run hides detection until the end of its line (holding the line to see whether a
+  closer follows would break R3).
+* A malformed block is hidden up to ``</tool_call>`` (wrapper) or ``</function>`` (bare form),
+  or to a closing fence inside an answer-initial fence, else to the end of the stream.
+* Several JSON values in one wrapper are not joined: the block ends after the first (R7).
+* Typing (R6) strips surrounding whitespace before matching a non-string type; ``number`` is
+  typed like ``integer`` (a JSON number, else raw); with a list of types the first that fits
+  wins; a repeated parameter keeps its last value. A call object's ``type``, when present,
+  must be ``"function"``; exactly one of ``arguments`` / ``parameters`` must be present.
+* Whitespace is Unicode whitespace (``str.isspace``); line starts for fences are judged on
+  the visible text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from gateway.tooltext_parse import (
+    INVALID,
+    NAME_RE,
+    SCAN_FAIL,
+    SCAN_NEED,
+    JsonScan,
+    TextToolCall,
+    ToolIndex,
+    call_from_object,
+    calls_from_wrapped,
+    decode_json,
+    strip_one_lf,
+    type_value,
+)
+
+__all__ = ["FilterClosedError", "FilterOutput", "TextToolCall", "TextToolFilter"]
+
+_TEXT_STOP: Final = re.compile(r"[<`]")
+_SPAN_STOP: Final = re.compile(r"[`\n]")
+_NON_WS: Final = re.compile(r"\S")
+_TICK_RUN: Final = re.compile(r"`*")
+_FENCE_CLOSE: Final = re.compile(r"(`+)[ \t]*")
+_INFO_STOP: Final = re.compile(r"[`\n]")
+
+_TOOL_CALL: Final = "<tool_call>"
+_END_TOOL_CALL: Final = "</tool_call>"
+_FUNCTION: Final = "<function="
+_END_FUNCTION: Final = "</function>"
+_PARAMETER: Final = "<parameter="
+_END_PARAMETER: Final = "</parameter>"
+_CLOSERS: Final = (_END_TOOL_CALL, _END_FUNCTION)
+
+_NEED: Final = ""
+"""`_match` result: the text at the end of the buffer is a proper prefix of a token."""
+
+# Modes (ints: the dispatch runs once per decision and is on the hot path).
+GAP, TEXT, TICKS, SPAN, FENCED = range(5)
+WRAP, FN_NAME, FN_BODY, PARAM_NAME, PARAM_VALUE, FN_ARGS_END, FN_AFTER = range(5, 12)
+JSON, JSON_END, SKIP, FENCE_OPEN, FENCE_BETWEEN = range(12, 17)
+_COMPACTABLE: Final = frozenset({TEXT, TICKS, SPAN, FENCED})
+
+# JSON purposes.
+_P_WRAP, _P_ARGS, _P_UNTAGGED = range(3)
+
+# Sub-states of FENCED while looking for the closing fence at a line start.
+_FL_BODY, _FL_SPACES, _FL_TICKS, _FL_TAIL = range(4)
+
+
+def _col_after(col: int, s: str) -> int:
+    """Spaces since the last line start after ``s`` (0-3), or 4 when not at a line start."""
+    nl = s.rfind("\n")
+    if nl >= 0:
+        col, s = 0, s[nl + 1 :] if len(s) - nl <= 4 else "...."
+    if col > 3 or col + len(s) > 3 or s.strip(" "):
+        return 4
+    return col + len(s)
+
+
+class FilterClosedError(RuntimeError):
+    """Raised when :meth:`TextToolFilter.feed` or ``close`` is called after ``close``."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FilterOutput:
+    """What one :meth:`TextToolFilter.feed` or ``close`` step released.
+
+    Attributes:
+        text: Visible text released now.
+        calls: Calls completed now, in order.
+        malformed: Hidden malformed blocks found now (R12).
+    """
+
+    text: str
+    calls: list[TextToolCall]
+    malformed: int
+
+
+class TextToolFilter:
+    """Removes tool calls written as text from one streamed answer and reports them.
+
+    Example:
+        >>> f = TextToolFilter([])
+        >>> out = f.feed('Checking.<tool_call>{"name": "s", "arguments": {}}</tool_call>')
+        >>> out.text, out.calls
+        ('Checking.', [TextToolCall(name='s', arguments={})])
+    """
+
+    def __init__(self, tools: Sequence[Mapping[str, Any]] | None) -> None:
+        """Create the filter for one round.
+
+        Args:
+            tools: The OpenAI ``tools`` list offered in this round (may be empty).
+        """
+        self._index = ToolIndex(tools)
+        self._openers: tuple[str, ...] = (_TOOL_CALL, *self._index.bare_openers)
+        self._buf = ""
+        self._pos = 0
+        self._eos = False
+        self._closed = False
+        self._mode = GAP
+        # Released in the current step.
+        self._out: list[str] = []
+        self._calls: list[TextToolCall] = []
+        self._bad = 0
+        # Visible text so far (R10) and the column for fence line starts (R9).
+        self._vis_any = False
+        self._vis_ws_end = False
+        self._col = 0
+        # The pending whitespace run (R10) and whether it leads the answer (R8, R10).
+        self._at_start = True
+        self._gap_lead = True
+        self._gap_on = True
+        self._gap_s = 0
+        self._gap_e = 0
+        # Code (R9).
+        self._ticks = 0
+        self._tick_ls = False
+        self._span_n = 0
+        self._span_fc = False
+        self._fence_n = 0
+        self._fl = _FL_BODY
+        self._fk = 0
+        # Current block.
+        self._blk_start = 0
+        self._opener = _TOOL_CALL
+        self._wrapped = False
+        self._committed = False
+        self._name_s = 0
+        self._after = 0  # where the block ends if the optional closer does not come
+        self._fn_name = ""
+        self._fn_args: dict[str, Any] = {}
+        self._fn_schema: dict[str, Any] | None = None
+        self._fn_seen: set[str] = set()
+        self._fn_params = 0
+        self._param = ""
+        self._vstart = 0
+        self._vscan = 0
+        self._vla = ""  # the closer whose lookahead is pending in PARAM_VALUE, or ""
+        self._vla_at = 0
+        self._js: JsonScan | None = None
+        self._js_purpose = _P_WRAP
+        self._skip_re: re.Pattern[str] = re.compile(re.escape(_END_TOOL_CALL))
+        self._skip_margin = 0
+        # Answer-initial fence (R8): None when not deciding one.
+        self._fence: _FenceHold | None = None
+        self._handlers: tuple[Callable[[], bool], ...] = (
+            self._h_gap,
+            self._h_text,
+            self._h_ticks,
+            self._h_span,
+            self._h_fenced,
+            self._h_wrap,
+            self._h_fn_name,
+            self._h_fn_body,
+            self._h_param_name,
+            self._h_param_value,
+            self._h_fn_args_end,
+            self._h_fn_after,
+            self._h_json,
+            self._h_json_end,
+            self._h_skip,
+            self._h_fence_open,
+            self._h_fence_between,
+        )
+
+    # ----------------------------------------------------------------------------- interface
+
+    def feed(self, chunk: str) -> FilterOutput:
+        """Take the next content delta.
+
+        Args:
+            chunk: The delta's text, in stream order.
+
+        Returns:
+            What can be released now (R3).
+
+        Raises:
+            FilterClosedError: After :meth:`close`.
+        """
+        if self._closed:
+            raise FilterClosedError("feed() after close()")
+        if not chunk:
+            return FilterOutput("", [], 0)
+        if self._mode == TEXT and self._pos == len(self._buf) and not _TEXT_STOP.search(chunk):
+            # Fast path: plain prose with nothing held is released as it came.
+            self._buf = ""
+            self._pos = 0
+            self._note_visible(chunk)
+            return FilterOutput(chunk, [], 0)
+        buf = self._buf
+        if self._mode in _COMPACTABLE and self._pos:
+            buf = buf[self._pos :]
+            self._pos = 0
+        # Appending to a string nobody else references is done in place by CPython, which
+        # keeps a long held block fed in tiny chunks linear instead of quadratic.
+        self._buf = ""
+        buf += chunk
+        self._buf = buf
+        del buf
+        return self._run()
+
+    def close(self) -> FilterOutput:
+        """End the stream: release or resolve everything still held (R11).
+
+        Returns:
+            The last release.
+
+        Raises:
+            FilterClosedError: When called twice.
+        """
+        if self._closed:
+            raise FilterClosedError("close() called twice")
+        self._eos = True
+        out = self._run()
+        self._closed = True
+        self._buf = ""
+        self._pos = 0
+        return out
+
+    # ------------------------------------------------------------------------------ plumbing
+
+    def _run(self) -> FilterOutput:
+        handlers = self._handlers
+        while handlers[self._mode]():
+            pass
+        text = "".join(self._out)
+        self._out = []
+        calls, self._calls = self._calls, []
+        bad, self._bad = self._bad, 0
+        return FilterOutput(text, calls, bad)
+
+    def _note_visible(self, s: str) -> None:
+        self._vis_any = True
+        self._vis_ws_end = s[-1].isspace()
+        if self._col <= 3 or "\n" in s[-4:]:
+            self._col = _col_after(self._col, s)
+
+    def _emit(self, s: str) -> None:
+        if s:
+            self._out.append(s)
+            self._note_visible(s)
+
+    def _match(self, j: int, tokens: Sequence[str]) -> str | None:
+        """The token at ``buf[j:]``, ``_NEED`` if one may still follow, else None."""
+        buf = self._buf
+        need = False
+        for tok in tokens:
+            if buf.startswith(tok, j):
+                return tok
+            if not self._eos and len(buf) - j < len(tok) and tok.startswith(buf[j:]):
+                need = True
+        return _NEED if need else None
+
+    def _flush_gap(self) -> None:
+        """Text follows the pending whitespace: keep it or drop it (R10)."""
+        if self._gap_on:
+            self._gap_on = False
+            if self._gap_lead or (self._vis_any and not self._vis_ws_end):
+                self._emit(self._buf[self._gap_s : self._gap_e])
+        self._gap_lead = False
+        self._at_start = False
+
+    def _add_call(self, call: TextToolCall) -> None:
+        if self._fence is not None:
+            self._fence.calls.append(call)
+        else:
+            self._calls.append(call)
+
+    def _add_bad(self) -> None:
+        if self._fence is not None:
+            self._fence.bad += 1
+        else:
+            self._bad += 1
+
+    def _commit(self) -> None:
+        """The held opener is a block: whitespace before it goes (R10)."""
+        self._committed = True
+        if self._fence is None:
+            self._gap_on = False
+            self._gap_lead = False
+            self._at_start = False
+
+    def _end_block(self, end: int) -> bool:
+        self._pos = end
+        if self._fence is not None:
+            self._fence.item_end = end
+            self._mode = FENCE_BETWEEN
+        else:
+            self._mode = GAP
+            self._at_start = self._gap_lead = False
+            self._gap_on = True
+            self._gap_s = self._gap_e = end
+        return True
+
+    def _release_opener(self) -> bool:
+        """R4: the opener was prose after all; release it and read on after it."""
+        if self._fence is not None:
+            return self._release_fence()
+        self._flush_gap()
+        end = self._blk_start + len(self._opener)
+        self._emit(self._buf[self._blk_start : end])
+        self._pos = end
+        self._mode = TEXT
+        return True
+
+    def _malformed(self, at: int) -> bool:
+        """R12: count the block and hide it up to its closer."""
+        self._add_bad()
+        closer = _END_TOOL_CALL if self._wrapped else _END_FUNCTION
+        pattern = re.escape(closer)
+        self._skip_margin = len(closer) - 1
+        if self._fence is not None:
+            pattern += rf"|\n {{0,3}}`{{{self._fence.n}}}"
+            self._skip_margin = max(self._skip_margin, self._fence.n + 4)
+        self._skip_re = re.compile(pattern)
+        self._pos = at
+        self._mode = SKIP
+        return True
+
+    def _cut(self) -> bool:
+        """R11: the stream ended inside a block's structure: hidden and counted."""
+        self._add_bad()
+        return self._end_block(len(self._buf))
+
+    def _start_opener(self, tok: str, j: int) -> bool:
+        self._blk_start = j
+        self._opener = tok
+        self._committed = False
+        self._pos = j + len(tok)
+        if tok == _TOOL_CALL:
+            self._wrapped = True
+            self._mode = WRAP
+        else:
+            self._wrapped = False
+            self._begin_function(tok[len(_FUNCTION) : -1])
+        return True
+
+    def _begin_function(self, name: str) -> None:
+        self._fn_name = name
+        self._fn_args = {}
+        self._fn_seen = set()
+        self._fn_params = 0
+        self._fn_schema = self._index.properties.get(name)
+        self._mode = FN_BODY
+
+    def _start_json(self, j: int, purpose: int) -> bool:
+        self._js = JsonScan(j, self._buf[j], keys=purpose == _P_UNTAGGED)
+        self._js_purpose = purpose
+        self._pos = j
+        self._mode = JSON
+        return True
+
+    # ------------------------------------------------------------------------- prose states
+
+    def _h_gap(self) -> bool:
+        buf = self._buf
+        m = _NON_WS.search(buf, self._pos)
+        if m is None:
+            self._pos = len(buf)
+            if self._eos and self._gap_on:
+                # Nothing follows: leading whitespace of a text-only answer stays; after a
+                # block it goes.
+                self._gap_e = len(buf)
+                if self._gap_lead:
+                    self._flush_gap()
+                self._gap_on = False
+            return False
+        j = self._pos = m.start()
+        self._gap_e = j
+        c = buf[j]
+        if c == "<":
+            tok = self._match(j, _CLOSERS) if not self._gap_lead else None
+            if tok:  # an orphan closer after a block: swallowed; only the last run counts
+                self._pos = self._gap_s = self._gap_e = j + len(tok)
+                return True
+            if tok == _NEED:
+                return False
+            tok = self._match(j, self._openers)
+            if tok:
+                return self._start_opener(tok, j)
+            if tok == _NEED:
+                return False
+        elif self._at_start and c == "{":
+            return self._start_json(j, _P_UNTAGGED)
+        elif self._at_start and c == "`" and _col_after(self._col, buf[self._gap_s : j]) <= 3:
+            self._fence = _FenceHold(j)
+            self._ticks = 0
+            self._mode = FENCE_OPEN
+            return True
+        self._flush_gap()
+        self._mode = TEXT
+        return True
+
+    def _h_text(self) -> bool:
+        buf = self._buf
+        n = len(buf)
+        pos = self._pos
+        while pos < n:
+            m = _TEXT_STOP.search(buf, pos)
+            if m is None:
+                self._emit(buf[pos:] if pos else buf)
+                pos = n
+                break
+            j = m.start()
+            if j > pos:
+                self._emit(buf[pos:j])
+            if buf[j] == "`":
+                self._pos = j
+                self._ticks = 0
+                self._tick_ls = self._col <= 3
+                self._mode = TICKS
+                return True
+            tok = self._match(j, self._openers)
+            if tok:
+                return self._start_opener(tok, j)
+            if tok == _NEED:
+                self._pos = j
+                return False
+            self._emit("<")
+            pos = j + 1
+        self._pos = pos
+        return False
+
+    def _h_ticks(self) -> bool:
+        buf = self._buf
+        pos = self._pos
+        end = _TICK_RUN.match(buf, pos).end()  # type: ignore[union-attr]  # `* always matches
+        if end > pos:
+            self._ticks += end - pos
+            self._emit(buf[pos:end])
+            self._pos = end
+        if end == len(buf) and not self._eos:
+            return False
+        if self._span_n == 0:  # an opening run
+            self._span_n = self._ticks
+            self._span_fc = self._tick_ls and self._ticks >= 3
+        elif self._ticks == self._span_n:  # the matching closer
+            self._span_n = 0
+            self._mode = TEXT
+            return True
+        else:  # another run inside the span: a fence opener line cannot hold backticks
+            self._span_fc = False
+        self._mode = SPAN
+        return True
+
+    def _h_span(self) -> bool:
+        buf = self._buf
+        pos = self._pos
+        m = _SPAN_STOP.search(buf, pos)
+        if m is None:
+            self._emit(buf[pos:])
+            self._pos = len(buf)
+            return False
+        j = m.start()
+        if buf[j] == "`":
+            self._emit(buf[pos:j])
+            self._pos = j
+            self._ticks = 0
+            self._mode = TICKS
+            return True
+        self._emit(buf[pos : j + 1])
+        self._pos = j + 1
+        if self._span_fc:  # a whole opener line without backticks: a fenced block (R9)
+            self._fence_n = self._span_n
+            self._fl = _FL_SPACES
+            self._fk = 0
+            self._mode = FENCED
+        else:  # code spans reset at a newline (R9)
+            self._mode = TEXT
+        self._span_n = 0
+        return True
+
+    def _h_fenced(self) -> bool:
+        buf = self._buf
+        n = len(buf)
+        pos = self._pos
+        start = pos
+        while pos < n:
+            fl = self._fl
+            if fl == _FL_BODY:
+                j = buf.find("\n", pos)
+                if j < 0:
+                    pos = n
+                    break
+                pos = j + 1
+                self._fl = _FL_SPACES
+                self._fk = 0
+                continue
+            c = buf[pos]
+            if fl == _FL_SPACES:
+                if c == " " and self._fk < 3:
+                    self._fk += 1
+                elif c == "`":
+                    self._fl = _FL_TICKS
+                    self._fk = 1
+                else:
+                    self._fl = _FL_BODY
+                    continue
+            elif fl == _FL_TICKS and c == "`":
+                self._fk += 1
+            elif self._fk >= self._fence_n and c in " \t":
+                self._fl = _FL_TAIL
+            elif self._fk >= self._fence_n and c == "\n":
+                self._emit(buf[start : pos + 1])
+                self._pos = pos + 1
+                self._mode = TEXT
+                return True
+            else:
+                self._fl = _FL_BODY
+                continue
+            pos += 1
+        self._emit(buf[start:pos])
+        self._pos = pos
+        return False
+
+    # ------------------------------------------------------------------------- block states
+
+    def _h_wrap(self) -> bool:
+        buf = self._buf
+        m = _NON_WS.search(buf, self._pos)
+        if m is None:
+            self._pos = len(buf)
+            return self._eos and self._cut()  # R11: a lone <tool_call>
+        j = self._pos = m.start()
+        c = buf[j]
+        if c in "{[":
+            self._commit()
+            return self._start_json(j, _P_WRAP)
+        tok = self._match(j, (_FUNCTION,))
+        if tok:
+            self._commit()
+            self._name_s = self._pos = j + len(_FUNCTION)
+            self._mode = FN_NAME
+            return True
+        if tok == _NEED:
+            return False
+        if self._eos and buf.startswith("<", j) and _FUNCTION.startswith(buf[j:]):
+            return self._cut()  # cut inside "<function="
+        return self._release_opener()
+
+    def _read_name(self, start: int) -> str | None:
+        """The name starting at ``start`` and ending at '>', ``_NEED``, or None if invalid."""
+        buf = self._buf
+        end = NAME_RE.match(buf, start).end()  # type: ignore[union-attr]  # `*` matches
+        if end == len(buf):
+            return None if self._eos else _NEED
+        if buf[end] != ">" or end == start:
+            return None
+        return buf[start:end]
+
+    def _h_fn_name(self) -> bool:
+        name = self._read_name(self._name_s)
+        if name == _NEED:
+            return False
+        if name is None:
+            return self._cut() if self._eos else self._malformed(self._name_s)
+        self._pos = self._name_s + len(name) + 1
+        self._begin_function(name)
+        self._committed = True
+        return True
+
+    def _h_fn_body(self) -> bool:
+        buf = self._buf
+        m = _NON_WS.search(buf, self._pos)
+        if m is None:
+            self._pos = len(buf)
+            return self._eos and self._cut()  # R11: no </function>
+        j = self._pos = m.start()
+        if buf[j] == "{" and self._fn_params == 0:
+            self._commit()
+            return self._start_json(j, _P_ARGS)
+        tokens: tuple[str, ...] = (_PARAMETER, _END_FUNCTION)
+        if self._committed:
+            tokens += (_END_TOOL_CALL,)
+        tok = self._match(j, tokens)
+        if tok == _NEED:
+            return False
+        if tok == _PARAMETER:
+            self._commit()
+            self._name_s = j + len(_PARAMETER)
+            self._mode = PARAM_NAME
+            return True
+        if tok:
+            self._commit()
+            self._add_call(TextToolCall(self._fn_name, self._fn_args))
+            return self._after_function(j + len(tok), closed_wrapper=tok == _END_TOOL_CALL)
+        if self._eos and any(t.startswith(buf[j:]) for t in tokens):
+            return self._cut()  # the stream ended inside a tag: a block cut short (R11)
+        if not self._committed:
+            return self._release_opener()
+        return self._cut() if self._eos else self._malformed(j)
+
+    def _after_function(self, end: int, *, closed_wrapper: bool) -> bool:
+        if closed_wrapper or not self._wrapped:
+            return self._end_block(end)
+        self._after = self._pos = end
+        self._mode = FN_AFTER
+        return True
+
+    def _h_param_name(self) -> bool:
+        name = self._read_name(self._name_s)
+        if name == _NEED:
+            return False
+        if name is None:
+            return self._cut() if self._eos else self._malformed(self._name_s)
+        self._param = name
+        self._fn_seen.add(name)
+        self._fn_params += 1
+        self._vstart = self._vscan = self._name_s + len(name) + 1
+        self._vla = ""
+        self._mode = PARAM_VALUE
+        return True
+
+    def _end_value(self, end: int, resume: int) -> bool:
+        """R5: the value ends at ``end``; the function body goes on at ``resume``."""
+        raw = strip_one_lf(self._buf[self._vstart : end])
+        schema = self._fn_schema
+        self._fn_args[self._param] = type_value(raw, schema.get(self._param) if schema else None)
+        self._pos = resume
+        self._mode = FN_BODY
+        return True
+
+    def _h_param_value(self) -> bool:
+        buf = self._buf
+        n = len(buf)
+        while True:
+            if self._vla:
+                # After </parameter> or </function>: whitespace, then what decides it.
+                m = _NON_WS.search(buf, self._vscan)
+                if m is None:
+                    self._vscan = n
+                    if not self._eos:
+                        return False
+                    # R5: either closer followed by the end of the stream ends the value.
+                    at = self._vla_at
+                    return self._end_value(at, n if self._vla == _END_PARAMETER else at)
+                r = self._vscan = m.start()
+                if self._vla == _END_PARAMETER:
+                    tok = self._match(r, (_PARAMETER, _END_FUNCTION, _END_TOOL_CALL))
+                    if tok:
+                        return self._end_value(self._vla_at, r)
+                else:
+                    tok = self._match(r, (_END_TOOL_CALL,))
+                    if tok:
+                        return self._end_value(self._vla_at, self._vla_at)
+                if tok == _NEED:
+                    return False
+                self._vla = ""  # not a closer: part of the value
+                continue
+            j = buf.find("<", self._vscan)
+            if j < 0:
+                self._vscan = n
+                return self._eos and self._cut()  # R11: the value never ended
+            tok = self._match(j, (_END_PARAMETER, _END_FUNCTION, _PARAMETER))
+            if tok == _NEED:
+                self._vscan = j
+                return False
+            if tok in (_END_PARAMETER, _END_FUNCTION):
+                self._vla = tok
+                self._vla_at = j
+                self._vscan = j + len(tok)
+                continue
+            if tok == _PARAMETER:
+                starts = self._line_start_param(j)
+                if starts is None:
+                    self._vscan = j
+                    return False
+                if starts:
+                    return self._end_value(j, j)
+            self._vscan = j + 1
+
+    def _line_start_param(self, j: int) -> bool | None:
+        """R5: whether a line-start ``<parameter=Q>`` for a new schema parameter is at ``j``.
+
+        Returns None when the name is not complete yet.
+        """
+        schema = self._fn_schema
+        if not schema or j - 1 < self._vstart or self._buf[j - 1] != "\n":
+            return False
+        name = self._read_name(j + len(_PARAMETER))
+        if name == _NEED:
+            return None
+        return name is not None and name in schema and name not in self._fn_seen
+
+    def _h_fn_args_end(self) -> bool:
+        buf = self._buf
+        m = _NON_WS.search(buf, self._pos)
+        if m is None:
+            self._pos = len(buf)
+            return self._eos and self._cut()  # R11: no </function>
+        j = self._pos = m.start()
+        tok = self._match(j, (_END_FUNCTION, _END_TOOL_CALL))
+        if tok == _NEED:
+            return False
+        if tok:
+            self._add_call(TextToolCall(self._fn_name, self._fn_args))
+            return self._after_function(j + len(tok), closed_wrapper=tok == _END_TOOL_CALL)
+        return self._cut() if self._eos else self._malformed(j)
+
+    def _h_fn_after(self) -> bool:
+        buf = self._buf
+        m = _NON_WS.search(buf, self._pos)
+        if m is None:
+            self._pos = len(buf)
+            # R11: only </tool_call> is missing: the block is complete.
+            return self._eos and self._end_block(self._after)
+        j = self._pos = m.start()
+        tok = self._match(j, (_FUNCTION, _END_TOOL_CALL))
+        if tok == _NEED:
+            return False
+        if tok == _FUNCTION:  # several functions may share one wrapper (R5)
+            self._name_s = self._pos = j + len(_FUNCTION)
+            self._mode = FN_NAME
+            return True
+        if tok:
+            return self._end_block(j + len(tok))
+        return self._end_block(self._after)  # the closer is optional (R5)
+
+    def _h_json(self) -> bool:
+        js = self._js
+        assert js is not None
+        end = js.scan(self._buf)
+        purpose = self._js_purpose
+        if end == SCAN_NEED:
+            if not self._eos:
+                return False
+            return self._release_untagged() if purpose == _P_UNTAGGED else self._cut()
+        if end == SCAN_FAIL:
+            if purpose == _P_UNTAGGED:
+                return self._release_untagged()
+            return self._malformed(js.pos)
+        value = decode_json(self._buf[js.start : end])
+        if purpose == _P_WRAP:
+            calls = calls_from_wrapped(value)
+            if calls is None:
+                self._add_bad()  # valid or not, the block ends where the value ends (R7)
+            else:
+                for call in calls:
+                    self._add_call(call)
+            self._after = self._pos = end
+            self._mode = JSON_END
+            return True
+        if purpose == _P_ARGS:
+            if not isinstance(value, dict):
+                return self._malformed(end)
+            self._fn_args = value
+            self._pos = end
+            self._mode = FN_ARGS_END
+            return True
+        found = call_from_object(value) if value is not INVALID else None
+        if found is None or found.name not in self._index.names:
+            return self._release_untagged()
+        self._commit()
+        self._add_call(found)
+        if self._fence is not None:
+            self._fence.json_only = True
+        return self._end_block(end)
+
+    def _release_untagged(self) -> bool:
+        """R8: an answer-initial ``{`` that is not a call is ordinary text."""
+        if self._fence is not None:
+            return self._release_fence()
+        assert self._js is not None
+        self._flush_gap()
+        self._pos = self._js.start
+        self._mode = TEXT
+        return True
+
+    def _h_json_end(self) -> bool:
+        buf = self._buf
+        m = _NON_WS.search(buf, self._pos)
+        if m is None:
+            self._pos = len(buf)
+            return self._eos and self._end_block(self._after)
+        j = self._pos = m.start()
+        tok = self._match(j, (_END_TOOL_CALL,))
+        if tok == _NEED:
+            return False
+        return self._end_block(j + len(tok) if tok else self._after)
+
+    def _h_skip(self) -> bool:
+        buf = self._buf
+        m = self._skip_re.search(buf, self._pos)
+        if m is None:
+            if self._eos:
+                return self._end_block(len(buf))
+            self._pos = max(self._pos, len(buf) - self._skip_margin)
+            return False
+        # A closing fence (inside an answer-initial fence) ends the block before its line.
+        return self._end_block(m.start() if buf[m.start()] == "\n" else m.end())
+
+    # ------------------------------------------------------------- answer-initial fence (R8)
+
+    def _h_fence_open(self) -> bool:
+        fence = self._fence
+        assert fence is not None
+        buf = self._buf
+        if not fence.info:
+            end = _TICK_RUN.match(buf, self._pos).end()  # type: ignore[union-attr]
+            self._pos = end
+            if end == len(buf) and not self._eos:
+                return False
+            fence.n = end - fence.start
+            if fence.n < 3:
+                return self._release_fence()
+            fence.info = True
+        m = _INFO_STOP.search(buf, self._pos)
+        if m is None:
+            self._pos = len(buf)
+            return self._eos and self._release_fence()
+        j = m.start()
+        if buf[j] == "`":  # an info string cannot hold a backtick: inline code
+            return self._release_fence()
+        self._pos = fence.item_end = j
+        self._mode = FENCE_BETWEEN
+        return True
+
+    def _h_fence_between(self) -> bool:
+        fence = self._fence
+        assert fence is not None
+        buf = self._buf
+        m = _NON_WS.search(buf, self._pos)
+        if m is None:
+            self._pos = len(buf)
+            if not self._eos:
+                return False
+            # R11: a body of complete blocks missing only its closing fence is accepted.
+            return self._accept_fence(len(buf)) if fence.has_blocks else self._release_fence()
+        j = self._pos = m.start()
+        c = buf[j]
+        if c == "`":
+            line = buf.rfind("\n", fence.item_end, j)
+            indent = buf[line + 1 : j]
+            if line < 0 or len(indent) > 3 or indent.strip(" "):
+                return self._release_fence()
+            m2 = _FENCE_CLOSE.match(buf, j)
+            assert m2 is not None
+            end = m2.end()
+            if end == len(buf) and not self._eos:
+                return False
+            closes = len(m2.group(1)) >= fence.n and (end == len(buf) or buf[end] == "\n")
+            if closes and fence.has_blocks:
+                return self._accept_fence(end)
+            return self._release_fence()
+        if c == "{" and not fence.has_blocks:
+            return self._start_json(j, _P_UNTAGGED)
+        if c == "<" and not fence.json_only:
+            tok = self._match(j, (*self._openers, *(_CLOSERS if fence.has_blocks else ())))
+            if tok == _NEED:
+                return False
+            if tok in _CLOSERS:
+                self._pos = fence.item_end = j + len(tok)
+                return True
+            if tok:
+                return self._start_opener(tok, j)
+        return self._release_fence()
+
+    def _accept_fence(self, end: int) -> bool:
+        fence = self._fence
+        assert fence is not None
+        self._fence = None
+        self._calls.extend(fence.calls)
+        self._bad += fence.bad
+        self._commit()
+        return self._end_block(end)
+
+    def _release_fence(self) -> bool:
+        """The fence is ordinary code: release it and re-read it as such (R9)."""
+        fence = self._fence
+        assert fence is not None
+        self._fence = None
+        self._flush_gap()
+        self._pos = fence.start
+        self._mode = TEXT
+        return True
+
+
+@dataclasses.dataclass(slots=True)
+class _FenceHold:
+    """An answer-initial fence being decided (R8): what its body produced so far."""
+
+    start: int
+    n: int = 0
+    info: bool = False
+    item_end: int = 0
+    json_only: bool = False
+    calls: list[TextToolCall] = dataclasses.field(default_factory=list)
+    bad: int = 0
+
+    @property
+    def has_blocks(self) -> bool:
+        return bool(self.calls) or self.bad > 0
