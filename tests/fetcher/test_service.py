@@ -250,7 +250,8 @@ async def test_reader_gets_the_callers_time_left_minus_the_margin(
 ) -> None:
     async with serving(sock_dir, reader, deadline_margin_seconds=0.5) as (_server, client):
         await client.read(START, allowed_hosts={"origin.test"}, page_limit=1, deadline=3.0)
-    assert 2.0 < reader.calls[0]["deadline"] <= 2.5
+    # gRPC carries the deadline as a rounded-up timeout: allow it a few milliseconds.
+    assert 2.0 < reader.calls[0]["deadline"] <= 2.52
 
 
 async def test_reader_deadline_is_capped_by_the_read_deadline_setting(

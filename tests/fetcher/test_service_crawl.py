@@ -1,0 +1,306 @@
+"""The whole fetcher behind gRPC: real server on a Unix socket, real crawl, real HTTPS origin.
+
+Loopback is reached only through the explicit test policy (``tests/support/fixtures.py``);
+the static resolver maps the origin's names to 127.0.0.1 and a few extra names to
+addresses each rule must refuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import shutil
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from fetcher.client import FetcherClient
+from fetcher.download import Downloader, Limits
+from fetcher.journal import FetchLog, JsonLinesSink
+from fetcher.metrics import Metrics, exposition
+from fetcher.policy import Policy
+from fetcher.reasons import Reason
+from fetcher.report import PageFailed, PageRead, Report
+from fetcher.resolver import StaticResolver
+from fetcher.server import FetcherServer, crawl_reader, hop_observer
+from fetcher.settings import Settings, parse_listen
+from tests.support.origin import NAMES, Origin, Reply, html, redirect
+
+#: Following links needs fetcher/links.py to keep the test origin's port (its links are
+#: on 127.0.0.1:<ephemeral>); today it drops every port but 443, and
+#: tests/fetcher/test_crawl.py fails the same way. Strict: these pass once that is settled.
+needs_links = pytest.mark.xfail(
+    strict=True, reason="fetcher/links.py drops links with a port other than 443"
+)
+
+EXTRA_NAMES = {
+    "private.test": ["10.0.0.7"],  # rule 2: not public
+    "untrusted.test": ["127.0.0.1"],  # not in the origin's certificate: TLS fails
+}
+
+
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="tgx", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class Fetcher:
+    """A running fetcher service wired like production, with the test policy."""
+
+    def __init__(self, server: FetcherServer, client: FetcherClient, log: io.StringIO) -> None:
+        self.server = server
+        self.client = client
+        self.log = log
+
+    def records(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.log.getvalue().splitlines()]
+
+
+@pytest.fixture
+async def fetcher(
+    sock_dir: Path, test_policy: Policy, client_ssl_context: ssl.SSLContext
+) -> AsyncIterator[Fetcher]:
+    log = io.StringIO()
+    metrics = Metrics(CollectorRegistry())
+    resolver = StaticResolver({**{name: ["127.0.0.1"] for name in NAMES}, **EXTRA_NAMES})
+    async with Downloader(
+        policy=test_policy,
+        resolver=resolver,
+        ssl_context=client_ssl_context,
+        limits=Limits(page_timeout=2.0, max_bytes=64 * 1024),
+        observer=hop_observer(FetchLog(JsonLinesSink(log)), metrics),
+    ) as downloader:
+        settings = Settings(
+            listen=(parse_listen(f"unix:{sock_dir / 'f.sock'}"),),
+            deadline_margin_seconds=0.05,
+            shutdown_grace_seconds=1.0,
+        )
+        server = FetcherServer(
+            settings, reader=crawl_reader(downloader, concurrency=4), metrics=metrics
+        )
+        await server.start()
+        client = FetcherClient(settings.listen[0].target, timeout=10)
+        try:
+            yield Fetcher(server, client, log)
+        finally:
+            await client.close()
+            await server.stop(grace=0)
+
+
+def page(title: str, *links: str, body: str = "") -> Reply:
+    """An HTML page with a title, a paragraph and a list of links."""
+    anchors = "".join(f'<li><a href="{link}">{link}</a></li>' for link in links)
+    return html(
+        f"<html><head><title>{title}</title></head><body><main><h1>{title}</h1>"
+        f"<p>{body or 'Text of ' + title}.</p><ul>{anchors}</ul></main></body></html>"
+    )
+
+
+def site(origin: Origin) -> None:
+    """A small site: a start page linking to two pages, one of which links further."""
+    origin.routes["/"] = page("Start", "/a", "/b", body="The start page of a small test site")
+    origin.routes["/a"] = page("Page A", "/c")
+    origin.routes["/b"] = page("Page B")
+    origin.routes["/c"] = page("Page C")
+
+
+async def test_read_happy_path_returns_the_start_page_as_text(
+    origin: Origin, fetcher: Fetcher
+) -> None:
+    site(origin)
+    report = await fetcher.client.read(
+        origin.url("/"), allowed_hosts={"origin.test"}, page_limit=1, request_id="happy-1"
+    )
+    assert report.failures == ()
+    assert report.url == origin.url("/")
+    (start,) = report.pages
+    assert (start.title, start.status, start.depth) == ("Start", 200, 0)
+    assert start.requested_url == start.final_url == origin.url("/")
+    assert start.bytes > 0
+    assert "start page of a small test site" in start.text
+    (record,) = fetcher.records()
+    assert (record["outcome"], record["status"], record["ip"]) == ("ok", 200, "127.0.0.1")
+    assert record["request_id"] == "happy-1"
+
+
+@needs_links
+async def test_read_happy_path_returns_the_pages_of_a_local_https_site(
+    origin: Origin, fetcher: Fetcher
+) -> None:
+    site(origin)
+    report = await fetcher.client.read(
+        origin.url("/"), allowed_hosts={"origin.test"}, page_limit=6, request_id="happy-1"
+    )
+    assert report.failures == ()
+    titles = [page.title for page in report.pages]
+    assert titles[0] == "Start"
+    assert set(titles) == {"Start", "Page A", "Page B", "Page C"}
+    start = report.pages[0]
+    assert start.status == 200
+    assert start.bytes > 0
+    assert start.depth == 0
+    assert "start page of a small test site" in start.text
+    assert {page.depth for page in report.pages} == {0, 1, 2}
+    records = fetcher.records()
+    assert len(records) == 4
+    assert {record["request_id"] for record in records} == {"happy-1"}
+
+
+@needs_links
+async def test_stream_sends_a_read_event_per_page_then_the_report(
+    origin: Origin, fetcher: Fetcher
+) -> None:
+    site(origin)
+    items = [
+        item
+        async for item in fetcher.client.read_stream(
+            origin.url("/"), allowed_hosts={"origin.test"}, page_limit=3
+        )
+    ]
+    *pages, report = items
+    assert isinstance(report, Report)
+    assert len(pages) == 3
+    assert all(isinstance(page, PageRead) for page in pages)
+    assert {page.title for page in pages if isinstance(page, PageRead)} == {
+        page.title for page in report.pages
+    }
+
+
+@needs_links
+async def test_page_limit_bounds_the_pages_read(origin: Origin, fetcher: Fetcher) -> None:
+    site(origin)
+    report = await fetcher.client.read(origin.url("/"), allowed_hosts={"origin.test"}, page_limit=2)
+    assert len(report.pages) == 2
+
+
+def _refusal_cases(origin: Origin) -> dict[Reason, str]:
+    """One start address per reason the first page can fail with (routes set here too)."""
+    origin.routes["/missing"] = Reply(status=404, body=b"gone")
+    origin.routes["/image"] = Reply(headers=(("Content-Type", "image/png"),), body=b"\x89PNG")
+    origin.routes["/big"] = html("<p>" + "x" * (70 * 1024) + "</p>")
+    for n in range(5):
+        origin.routes[f"/loop{n}"] = redirect(f"/loop{n + 1}")
+    return {
+        Reason.SCHEME: "ftp://origin.test/file",
+        Reason.PORT: "https://origin.test:8443/",
+        Reason.USERINFO: origin.url("/").replace("https://", "https://user:pw@"),
+        Reason.MALFORMED: "https://exa mple.test/",
+        Reason.NOT_IN_ANSWER: origin.url("/", host="other.test"),
+        Reason.NOT_PUBLIC: f"https://private.test:{origin.port}/",
+        Reason.DNS: f"https://nowhere.test:{origin.port}/",
+        Reason.CONNECT: "https://origin.test/",  # port 443 on 127.0.0.1: nobody listens
+        Reason.TLS: f"https://untrusted.test:{origin.port}/",
+        Reason.TOO_LARGE: origin.url("/big"),
+        Reason.CONTENT_TYPE: origin.url("/image"),
+        Reason.HTTP_STATUS: origin.url("/missing"),
+        Reason.REDIRECTS: origin.url("/loop0"),
+    }
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [reason for reason in Reason if reason is not Reason.TIMEOUT],
+    ids=[reason.value for reason in Reason if reason is not Reason.TIMEOUT],
+)
+async def test_each_refusal_reason_arrives_over_grpc_as_the_enum(
+    origin: Origin, fetcher: Fetcher, reason: Reason
+) -> None:
+    url = _refusal_cases(origin)[reason]
+    allowed = {"origin.test", "private.test", "nowhere.test", "untrusted.test", "exa mple.test"}
+    report = await fetcher.client.read(url, allowed_hosts=allowed, page_limit=1)
+    assert report.first_page_failed
+    assert [failure.reason for failure in report.failures] == [reason]
+    record = fetcher.records()[-1]
+    assert record["reason"] == reason.value
+
+
+async def test_slow_page_within_a_short_deadline_arrives_as_timeout(
+    origin: Origin, fetcher: Fetcher
+) -> None:
+    origin.routes["/slow"] = Reply(delay=3.0, body=b"late")
+    report = await fetcher.client.read(
+        origin.url("/slow"), allowed_hosts={"origin.test"}, page_limit=1, deadline=0.6
+    )
+    assert [failure.reason for failure in report.failures] == [Reason.TIMEOUT]
+
+
+async def test_cancelled_call_stops_the_download(origin: Origin, fetcher: Fetcher) -> None:
+    sent = asyncio.Event()
+    stopped_early = asyncio.Event()
+
+    async def trickle() -> AsyncIterator[bytes]:
+        try:
+            for _ in range(200):  # 4 s of one byte every 20 ms, if nobody stops it
+                yield b"x"
+                sent.set()
+                await asyncio.sleep(0.02)
+        finally:
+            stopped_early.set()
+
+    origin.routes["/trickle"] = Reply(headers=(("Content-Type", "text/plain"),), body=trickle)
+    call = asyncio.create_task(
+        fetcher.client.read(origin.url("/trickle"), allowed_hosts={"origin.test"}, page_limit=1)
+    )
+    await asyncio.wait_for(sent.wait(), 2)
+    call.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await call
+    # The origin notices the dropped connection long before its 4 s body would end,
+    # and well before the page's own 2 s limit.
+    await asyncio.wait_for(stopped_early.wait(), 1.0)
+    for _ in range(100):
+        if fetcher.server.servicer.in_flight == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert fetcher.server.servicer.in_flight == 0
+
+
+async def test_metrics_count_the_reads_hops_and_calls(origin: Origin, fetcher: Fetcher) -> None:
+    site(origin)
+    origin.routes["/old"] = redirect("/")
+    await fetcher.client.read(origin.url("/old"), allowed_hosts={"origin.test"}, page_limit=1)
+    await fetcher.client.read(
+        origin.url("/", host="other.test"), allowed_hosts={"origin.test"}, page_limit=1
+    )
+    body, _ = exposition(fetcher.server.metrics.registry)
+    values = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    }
+    assert values[("tigress_fetcher_fetches_total", (("outcome", "ok"), ("reason", "none")))] == 1
+    assert values[("tigress_fetcher_redirects_total", ())] == 1
+    refused = (("outcome", "refused"), ("reason", "not_in_answer"))
+    assert values[("tigress_fetcher_fetches_total", refused)] == 1
+    assert values[("tigress_fetcher_pages_per_read_count", ())] == 2
+    assert values[("tigress_fetcher_pages_per_read_sum", ())] == 1
+    assert values[("tigress_fetcher_grpc_handled_total", (("code", "OK"), ("method", "Read")))] == 2
+    assert values[("tigress_fetcher_reads_in_flight", ())] == 0
+
+
+@needs_links
+async def test_failed_link_gets_its_own_line_and_the_rest_is_read(
+    origin: Origin, fetcher: Fetcher
+) -> None:
+    origin.routes["/"] = page("Start", "/good", "/broken")
+    origin.routes["/good"] = page("Good")
+    origin.routes["/broken"] = Reply(status=500, body=b"oops")
+    report = await fetcher.client.read(origin.url("/"), allowed_hosts={"origin.test"}, page_limit=6)
+    assert [page.title for page in report.pages] == ["Start", "Good"]
+    assert report.failures == (
+        PageFailed(
+            url=origin.url("/broken"),
+            reason=Reason.HTTP_STATUS,
+            detail=report.failures[0].detail,
+            depth=1,
+        ),
+    )
