@@ -1,0 +1,341 @@
+"""The page reader: a downloaded body becomes a title, a text and same-site links (SPEC 7, 7-9).
+
+The HTML pipeline is "pruned+" from ``shared/notes/extraction.md``, measured to put the most
+article text into the first 12,000 characters:
+
+1. decode (:mod:`fetcher.charset`) and parse once with lxml;
+2. take the title, and the links from the unpruned tree (:mod:`fetcher.links`);
+3. drop page chrome on the tree (:mod:`fetcher.prune`);
+4. render with inscriptis and the reader CSS profile (:mod:`fetcher.render`);
+5. normalise: NBSP to space, zero-width characters and controls removed, NFC, trailing
+   blanks stripped, blank runs collapsed;
+6. cut to :data:`PAGE_TEXT_LIMIT` at a line (else word) boundary.
+
+A page that breaks the renderer (very deep nesting) or renders to almost nothing although it
+holds text gets a plain-text rendering instead, so a page with text never reads as empty.
+``text/plain`` and ``text/markdown`` bodies are decoded the same way and passed through.
+Pure functions: no I/O, no clock, and :func:`read_document` never raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import unicodedata
+
+from lxml import etree
+from lxml.html import HtmlElement, HTMLParser, document_fromstring
+
+from fetcher.charset import decode_body
+from fetcher.links import page_links
+from fetcher.prune import drop_junk, prune_chrome, text_length, trim_to_budget
+from fetcher.render import render
+
+__all__ = [
+    "PAGE_TEXT_LIMIT",
+    "REPORT_TEXT_LIMIT",
+    "Document",
+    "cut",
+    "normalize_text",
+    "plain_text",
+    "read_document",
+]
+
+PAGE_TEXT_LIMIT = 12_000
+REPORT_TEXT_LIMIT = 24_000
+
+_TITLE_LIMIT = 300
+# A render shorter than this, from a page with at least twice as much text, is a failure.
+_TOO_LITTLE = 200
+
+# Text beyond this many non-blank characters cannot reach the first PAGE_TEXT_LIMIT
+# characters of the render; twice the limit leaves room for tables, whose cells render
+# side by side rather than in document order.
+_RENDER_CHARS = 2 * PAGE_TEXT_LIMIT
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
+
+_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
+_TAG = re.compile(r"<[^>]*>")
+_BLANK_RUN = re.compile(r"\n{3,}")
+_SPACE_RUN = re.compile(r"[ \t]{2,}")
+_ATX_HEADING = re.compile(r" {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
+_SETEXT_H1 = re.compile(r" {0,3}=+[ \t]*")
+_FENCE = re.compile(r" {0,3}(?:```|~~~)")
+
+
+def _char_map() -> dict[int, str | None]:
+    table: dict[int, str | None] = {}
+    for code in [*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, *range(0x80, 0xA0)]:
+        table[code] = None  # control characters: noise to a reader, and to a terminal
+    for code in [0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000]:
+        table[code] = " "  # NBSP and the other fixed-width spaces
+    for code in (0x00AD, 0x200B, 0x2060, 0xFEFF):
+        table[code] = None  # soft hyphen, zero-width space, word joiner, BOM
+    table[0x2028] = "\n"
+    table[0x2029] = "\n"
+    return table
+
+
+_CHARS = _char_map()
+
+# Elements that start a new line in the plain-text fallback.
+_BLOCK_TAGS = frozenset(
+    [
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "br",
+        "dd",
+        "details",
+        "dialog",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hr",
+        "li",
+        "main",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "tr",
+        "td",
+        "th",
+        "ul",
+    ]
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Document:
+    """What the reader made of one page.
+
+    Attributes:
+        title: The page title, whitespace collapsed; may be empty.
+        text: The readable text, already cut to :data:`PAGE_TEXT_LIMIT`.
+        links: Absolute https same-site links, deduplicated, best first, at most 24.
+    """
+
+    title: str
+    text: str
+    links: tuple[str, ...]
+
+
+def cut(text: str, limit: int) -> str:
+    """Shorten text to at most ``limit`` characters at a clean boundary.
+
+    The cut falls at the last line break within the last tenth of the limit, else at the
+    last space there, else exactly at the limit (text without spaces, such as Chinese).
+
+    Args:
+        text: The text to shorten.
+        limit: The most characters the result may have.
+
+    Returns:
+        ``text`` itself when it fits; otherwise a prefix of it, trailing blanks stripped.
+    """
+    if limit <= 0:
+        return ""
+    if len(text) <= limit:
+        return text
+    head = text[: limit + 1]  # a break right after the limit still allows a clean cut
+    floor = limit - max(limit // 10, 40)
+    for separator in ("\n", " "):
+        at = head.rfind(separator)
+        if at > floor and at > 0:
+            return head[:at].rstrip()
+    return text[:limit].rstrip()
+
+
+def normalize_text(text: str) -> str:
+    """Normalise rendered text for the model.
+
+    Line endings become LF; NBSP and other fixed-width spaces become spaces; zero-width
+    characters, soft hyphens and control characters are removed; the text is put in NFC;
+    trailing blanks are stripped from each line; runs of blank lines become one blank line;
+    leading and trailing blank lines go.
+
+    Args:
+        text: The text to normalise.
+
+    Returns:
+        The normalised text.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n").translate(_CHARS)
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return _BLANK_RUN.sub("\n\n", text).strip("\n")
+
+
+def _collapse(text: str) -> str:
+    return " ".join(normalize_text(text).split())
+
+
+def plain_text(root: HtmlElement) -> str:
+    """Render a tree as plain text without inscriptis: the fallback for hard pages.
+
+    It walks the tree without recursion (so any depth works), starts a line at block
+    elements and collapses runs of spaces.
+
+    Args:
+        root: A document root or any element.
+
+    Returns:
+        The normalised text.
+    """
+    body = root.find("body")
+    start = body if body is not None else root
+    parts: list[str] = []
+    for event, element in etree.iterwalk(start, events=("start", "end")):
+        tag = element.tag if isinstance(element.tag, str) else None
+        if event == "start":
+            if tag in _BLOCK_TAGS:
+                parts.append("\n")
+            if tag is not None and element.text:
+                parts.append(element.text)
+        else:
+            if tag in _BLOCK_TAGS:
+                parts.append("\n")
+            if element.tail and element is not start:
+                parts.append(element.tail)
+    lines = (
+        _SPACE_RUN.sub(" ", line).strip() for line in normalize_text("".join(parts)).split("\n")
+    )
+    return normalize_text("\n".join(lines))
+
+
+def _title(root: HtmlElement) -> str:
+    for path in ("//head/title", "//title[not(ancestor::svg)]", "//h1"):
+        for element in root.xpath(path)[:1]:
+            title = _collapse(element.text_content())
+            if title:
+                return cut(title, _TITLE_LIMIT)
+    return ""
+
+
+def _non_space(text: str) -> int:
+    return len(text) - sum(text.count(c) for c in " \n\t")
+
+
+def _too_little(text: str, page_chars: int) -> bool:
+    shown = _non_space(text)
+    return shown < _TOO_LITTLE and page_chars > 2 * shown
+
+
+def _parse(markup: str) -> HtmlElement | None:
+    # huge_tree: libxml2 otherwise silently drops everything nested deeper than 255
+    # elements; bodies are capped at 2 MB upstream, so its other limits do not matter.
+    parser = HTMLParser(huge_tree=True, remove_comments=True, remove_pis=True)
+    try:
+        root = document_fromstring(markup, parser=parser)
+    except (etree.LxmlError, ValueError):
+        return None
+    return root if isinstance(root, HtmlElement) else None
+
+
+def _read_html(markup: str, *, url: str, site: str | None) -> Document:
+    markup = _XML_DECLARATION.sub("", markup, count=1).replace("\x00", "\ufffd")
+    root = _parse(markup)
+    if root is None:
+        # Nothing lxml accepts as a document (empty, or only comments): strip tags by hand.
+        return Document(
+            title="",
+            text=cut(normalize_text(_TAG.sub(" ", markup)).strip(), PAGE_TEXT_LIMIT),
+            links=(),
+        )
+    title = _title(root)
+    try:
+        links = page_links(root, url=url, site=site)
+    except (ValueError, RecursionError):
+        links = ()
+    drop_junk(root)
+    page_chars = text_length(root)
+    prune_chrome(root)
+    trim_to_budget(root, _RENDER_CHARS)
+    try:
+        text = normalize_text(render(root))
+    except Exception:  # inscriptis on hostile trees: RecursionError, and worse
+        text = ""
+    if _too_little(text, page_chars):
+        candidate = plain_text(root)
+        if _too_little(candidate, page_chars):
+            # Pruning took the text (a page wrapped in a <header>, say): read it unpruned.
+            unpruned = _parse(markup)
+            if unpruned is not None:
+                drop_junk(unpruned)
+                candidate = plain_text(unpruned)
+        if len(candidate) > len(text):
+            text = candidate
+    return Document(title=title, text=cut(text, PAGE_TEXT_LIMIT), links=links)
+
+
+def _markdown_title(text: str) -> str:
+    in_fence = False
+    previous = ""
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence:
+            heading = _ATX_HEADING.fullmatch(line)
+            if heading and heading.group(1).strip():
+                return cut(_collapse(heading.group(1)), _TITLE_LIMIT)
+            if previous.strip() and _SETEXT_H1.fullmatch(line):
+                return cut(_collapse(previous), _TITLE_LIMIT)
+        previous = line if not in_fence else ""
+    return ""
+
+
+def read_document(
+    body: bytes,
+    *,
+    content_type: str,
+    charset: str | None,
+    url: str,
+    site: str | None = None,
+) -> Document:
+    """Turn a downloaded body into a :class:`Document`.
+
+    Args:
+        body: The response body (decoded from any transfer/content coding, at most 2 MB).
+        content_type: The bare media type: ``text/html``, ``text/plain`` or ``text/markdown``.
+        charset: The ``charset`` parameter of the HTTP ``Content-Type`` header, or ``None``.
+        url: The page's final address, the base for relative links.
+        site: The site links must be on (registrable domain); ``None`` means the site of
+            ``url``.
+
+    Returns:
+        The title, the text cut to :data:`PAGE_TEXT_LIMIT`, and the same-site links (none
+        for plain text and markdown). Never raises: on any internal failure the text is the
+        decoded body with tags stripped.
+    """
+    media = content_type.split(";", 1)[0].strip().lower()
+    is_html = media in _HTML_TYPES
+    try:
+        decoded = decode_body(body, charset, sniff_html=is_html)
+        if is_html:
+            return _read_html(decoded, url=url, site=site)
+        text = normalize_text(decoded)
+        title = _markdown_title(text) if media in _MARKDOWN_TYPES else ""
+        return Document(title=title, text=cut(text, PAGE_TEXT_LIMIT), links=())
+    except Exception:  # the reader must never take the crawl down
+        text = normalize_text(_TAG.sub(" ", body.decode("utf-8", "replace")))
+        return Document(title="", text=cut(text, PAGE_TEXT_LIMIT), links=())

@@ -1,0 +1,192 @@
+"""Render a (pruned) lxml HTML tree to text with inscriptis and a reader CSS profile.
+
+inscriptis 2.7.6 out of the box indents every nested ``<div>``, loses the newlines of
+``<pre><code>``, runs ``<dt>term</dt><dd>def</dd>`` together as "termdef" and cannot mark
+headings (a CSS prefix is repeated before every text chunk of the element). The reader
+profile here fixes that (see ``shared/notes/extraction.md``, "inscriptis notes"):
+
+* every element inherits ``white-space`` from its parent, as CSS says, so markup inside
+  ``<pre>`` keeps the code's newlines and indentation;
+* ``section``, ``dl``/``dt``/``dd``, ``details``/``summary``, ``hr``, ``fieldset`` and friends
+  are blocks; ``div`` is a block without indentation; lists indent by 2;
+* inline ``style`` attributes may hide an element or switch ``white-space``, but their
+  margins and paddings are ignored: a page cannot spend our budget on indentation;
+* headings get ``#`` markers and ``<pre>`` blocks get fences, inserted at the offsets of
+  inscriptis annotations.
+
+Raises whatever inscriptis raises (``RecursionError`` on very deep trees); the caller falls back.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import TYPE_CHECKING, Any
+
+from inscriptis.css_profiles import CSS_PROFILES
+from inscriptis.html_engine import Inscriptis
+from inscriptis.html_properties import Display, WhiteSpace
+from inscriptis.model.config import ParserConfig
+from inscriptis.model.html_element import HtmlElement as CssElement
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
+
+__all__ = ["render"]
+
+_INHERIT: Any = None  # inscriptis reads a false-y whitespace as "inherit from the parent"
+
+_BLOCKS = (
+    "section",
+    "dl",
+    "dt",
+    "details",
+    "summary",
+    "hr",
+    "center",
+    "fieldset",
+    "legend",
+    "caption",
+    "form",
+    "menu",
+    "dir",
+    "search",
+    "address",
+    "main",
+    "article",
+    "header",
+    "footer",
+    "hgroup",
+    "figcaption",
+    "blockquote",
+    "div",
+    "li",
+    "nav",
+    "aside",
+    "noscript",
+)
+
+_HEADINGS = {f"h{level}": "#" * level + " " for level in range(1, 7)}
+_FENCE = "```"
+_LEADING_PREFIX = re.compile(r"[ ]*(?:[*+o-] |\d+\. )?")
+
+
+class _Profile(dict[str, CssElement]):
+    """A CSS profile whose unknown elements are inline and inherit ``white-space``.
+
+    inscriptis looks tags up with ``css.get(tag, default)``; its own default is an inline
+    element with ``white-space: normal``, which is why ``<pre><code>`` lost its newlines.
+    """
+
+    _fallback = CssElement(whitespace=_INHERIT)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key, self._fallback)
+
+
+def _build_profile() -> _Profile:
+    css = _Profile()
+    for tag, strict in CSS_PROFILES["strict"].items():
+        element = copy.copy(strict)
+        if element.whitespace is WhiteSpace.normal and tag != "body":
+            element.whitespace = _INHERIT
+        css[tag] = element
+    for tag in _BLOCKS:
+        css[tag] = CssElement(display=Display.block, whitespace=_INHERIT)
+    css["dd"] = CssElement(display=Display.block, padding_inline=2, whitespace=_INHERIT)
+    for tag in ("ul", "ol"):
+        css[tag] = CssElement(display=Display.block, padding_inline=2, whitespace=_INHERIT)
+    for tag in ("pre", "xmp", "listing", "plaintext"):
+        css[tag] = CssElement(
+            display=Display.block, margin_before=1, margin_after=1, whitespace=WhiteSpace.pre
+        )
+    for tag in ("head", "title", "script", "style", "template", "link", "meta"):
+        css[tag] = CssElement(display=Display.none)
+    return css
+
+
+def _apply_style(value: str, element: CssElement) -> None:
+    """Honour the parts of an inline ``style`` that matter for text, ignore the rest."""
+    for declaration in value.lower().split(";"):
+        name, _, setting = declaration.partition(":")
+        name, setting = name.strip(), setting.strip()
+        if name == "display" and setting == "none":
+            element.display = Display.none
+        elif name == "white-space":
+            if setting.startswith("pre"):
+                element.whitespace = WhiteSpace.pre
+            elif setting in ("normal", "nowrap"):
+                element.whitespace = WhiteSpace.normal
+
+
+def _build_config() -> ParserConfig:
+    rules = {tag: [tag] for tag in _HEADINGS}
+    rules["pre"] = ["pre"]
+    config = ParserConfig(css=_build_profile(), annotation_rules=rules)
+    # ParserConfig deep-copies the profile to add annotations; keep our lookup behaviour.
+    config.css = _Profile(config.css)
+    config.attribute_handler.attribute_mapping = {"style": _apply_style}
+    return config
+
+
+_CONFIG = _build_config()
+
+
+def _fresh_config() -> ParserConfig:
+    """Return a config safe to use in one render.
+
+    inscriptis attaches its canvas to the profile's ``body`` element, so two renders sharing
+    one profile (threads) would write into each other; everything else is read-only.
+    """
+    config = copy.copy(_CONFIG)
+    css = _Profile(_CONFIG.css)
+    css["body"] = copy.copy(_CONFIG.css["body"])
+    config.css = css
+    return config
+
+
+def _line_start(text: str, position: int) -> int:
+    return text.rfind("\n", 0, position) + 1
+
+
+def _insertions(text: str, annotations: list[Any]) -> list[tuple[int, str]]:
+    edits: list[tuple[int, str]] = []
+    for note in annotations:
+        start, end, label = int(note.start), int(note.end), str(note.metadata)
+        if label == "pre":
+            body = text[start:end].rstrip()
+            if not body.strip():
+                continue
+            edits.append((_line_start(text, start), _FENCE + "\n"))
+            edits.append((start + len(body), "\n" + _FENCE))
+        elif label in _HEADINGS:
+            match = _LEADING_PREFIX.match(text, start)
+            at = match.end() if match else start
+            if at < end:
+                edits.append((at, _HEADINGS[label]))
+    return edits
+
+
+def render(root: HtmlElement) -> str:
+    """Render a document tree to text with heading markers and fenced code blocks.
+
+    Args:
+        root: The document root (usually already pruned).
+
+    Returns:
+        The text, not yet normalised (trailing blanks and blank runs remain).
+    """
+    engine = Inscriptis(root, _fresh_config())
+    text: str = engine.get_text()
+    edits = _insertions(text, list(engine.get_annotations()))
+    if not edits:
+        return text
+    edits.sort(key=lambda edit: edit[0])
+    pieces: list[str] = []
+    last = 0
+    for position, insert in edits:
+        pieces.append(text[last:position])
+        pieces.append(insert)
+        last = position
+    pieces.append(text[last:])
+    return "".join(pieces)
