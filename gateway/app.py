@@ -300,7 +300,12 @@ async def _web(
         await stream.cancel()
         raise error
     response = StreamResponse(stream.body())
-    response.on_close = lambda: closed(lambda: response.disconnected)
+
+    async def close() -> None:
+        await stream.cancel()
+        await closed(lambda: response.disconnected)
+
+    response.on_close = close
     return response
 
 

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing, suppress
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,9 +118,11 @@ class TurnStream:
     async def cancel(self) -> None:
         """Cancel the loop and everything it started; wait for it to wind down."""
         if self._task is not None:
-            self._task.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._task
+            self._stop()
+            # asyncio.wait, not "await task": a waiter that is itself cancelled would pass
+            # a second cancel on to the task and cut short its clean-up (closing the
+            # engine connection).
+            await asyncio.wait({self._task})
 
     async def body(self) -> AsyncGenerator[bytes, None]:
         """The SSE bytes: role chunk, events, the stop chunk, usage if asked, ``[DONE]``."""
@@ -156,7 +158,15 @@ class TurnStream:
                 elif isinstance(item, ToolEvent):
                     yield sse.encode(self._writer.event(item.payload))
         finally:
-            await self.cancel()
+            # Only ask for cancellation here: this may run inside a cancelled scope. The
+            # response waits for the loop in `cancel`, shielded.
+            self._stop()
+
+    def _stop(self) -> None:
+        # Cancel once only: httpcore's shielded clean-up (closing the engine connection)
+        # is shielded from anyio scopes, not from a second Task.cancel().
+        if self._task is not None and not self._task.done() and not self._task.cancelling():
+            self._task.cancel()
 
 
 async def complete_turn(

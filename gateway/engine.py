@@ -97,17 +97,24 @@ class EngineClient:
                 if response.status_code >= 400:
                     raise await _status_error(response)
                 decoder = SSEDecoder()
+                done = False
                 async for line in response.aiter_lines():
+                    if done:
+                        # Read to the end so the connection can be used again.
+                        continue
                     event = decoder.feed(line)
                     if event is None:
                         continue
                     for payload in _payloads(event.data):
                         if payload == "[DONE]":
-                            return
+                            done = True
+                            break
                         if event.error or (isinstance(payload, dict) and "error" in payload):
                             raise EngineStreamError(error_from_payload(payload)[0])
                         if isinstance(payload, dict):
                             yield payload
+                if done:
+                    return
                 event = decoder.close()
                 if event is not None:
                     for payload in _payloads(event.data):

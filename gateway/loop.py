@@ -32,6 +32,7 @@ from gateway.rounds import (
     ToolCallAssembler,
     Verdict,
     VettedCall,
+    after_calls,
     after_round,
     next_round,
     refused_required,
@@ -280,6 +281,7 @@ class ChatTurn:
             if step is Step.RUN_CALLS:
                 async for event in self._run_calls(raw_calls, result, offered, required):
                     yield event
+                after_calls(state, searches_spent=self.budgets.searches_spent)
                 if state.phase is Phase.ANSWER and state.answer_announced:
                     # A call written in an answer round: ask once more for the answer.
                     self._history.append({"role": "user", "content": prompts.ANSWER_NOW})
@@ -299,6 +301,7 @@ class ChatTurn:
         # A "required" round's text is held until a call shows the engine honours it;
         # an engine that ignores "required" has its round thrown away and retried.
         held: list[LoopEvent] | None = [] if hold else None
+        tail_before = self._tail_space
         # Whitespace before any text is held: engines send "\n\n" next to tool_calls.
         blank = ""
         started = False
@@ -360,6 +363,7 @@ class ChatTurn:
             tail.extend(self._visible(blank))
         if held is not None:
             if not called():
+                self._tail_space = tail_before
                 return
             tail = held + tail
         for event in tail:
@@ -413,7 +417,9 @@ class ChatTurn:
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if tasks:
+                # Not gather: a second cancel would cut the tools' clean-up short.
+                await asyncio.wait(tasks)
         for call, maybe in zip(vetted, results, strict=True):
             tool_result = maybe or ToolResult(
                 prompts.TOOL_FAILED.format(name=call.name, problem="no result"), outcome="error"

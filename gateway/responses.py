@@ -3,6 +3,7 @@ that disconnects cancels everything it started)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import TypeVar
 
@@ -84,29 +85,32 @@ async def until_disconnect(request: Request, work: Callable[[], Awaitable[T]]) -
     """Run ``work`` unless the client disconnects first; then cancel it.
 
     The request body must have been read already (the next message is the disconnect).
+    Exceptions of ``work`` propagate unchanged.
 
     Raises:
         ClientGone: The client disconnected; ``work`` was cancelled.
     """
-    result: list[T] = []
-    gone = False
-    async with anyio.create_task_group() as group:
 
-        async def watch() -> None:
-            nonlocal gone
-            while True:
-                message = await request.receive()
-                if message["type"] == "http.disconnect":
-                    gone = True
-                    group.cancel_scope.cancel()
-                    return
+    async def watch() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                return
 
-        async def run() -> None:
-            result.append(await work())
-            group.cancel_scope.cancel()
+    async def run() -> T:
+        return await work()
 
-        group.start_soon(watch)
-        group.start_soon(run)
-    if gone or not result:
+    worker = asyncio.ensure_future(run())
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await asyncio.wait({worker, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not worker.done():
+            worker.cancel()
+        # asyncio.wait does not pass a cancel of this task on to the two (gather would,
+        # cutting their clean-up short).
+        await asyncio.wait({watcher, worker})
+    if worker.cancelled():
         raise ClientGone
-    return result[0]
+    return worker.result()

@@ -385,6 +385,12 @@ def after_round(
     return Step.RUN_CALLS, None
 
 
+def after_calls(state: LoopState, *, searches_spent: bool) -> None:
+    """The tool rounds end as soon as the search budget is spent (SPEC 3.5)."""
+    if state.phase is Phase.TOOLS and searches_spent:
+        state.phase = Phase.ANSWER
+
+
 def refused_required(state: LoopState) -> None:
     """Record that the engine answered 400 to ``"required"``: retry round 1 with
     ``"auto"`` and the nudge."""

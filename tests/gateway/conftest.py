@@ -83,7 +83,9 @@ class FakeSearch:
         self.calls: list[dict[str, Any]] = []
         self.running = 0
         self.max_running = 0
+        #: When set, calls wait for it; it opens once ``open_at`` calls run together.
         self.gate: asyncio.Event | None = None
+        self.open_at = 0
 
     @property
     def name(self) -> str:
@@ -99,6 +101,8 @@ class FakeSearch:
         self.max_running = max(self.max_running, self.running)
         try:
             if self.gate is not None:
+                if self.running >= self.open_at:
+                    self.gate.set()
                 await self.gate.wait()
             query = str(arguments["query"])
             if not context.budgets.take_searches(1):

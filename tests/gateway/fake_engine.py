@@ -198,6 +198,8 @@ class FakeEngine:
         self.received: list[Received] = []
         #: Set when a client closed its connection before its reply was finished.
         self.closed_early = asyncio.Event()
+        #: Set when a chat request arrives.
+        self.chat_received = asyncio.Event()
         self._released = asyncio.Event()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -232,9 +234,13 @@ class FakeEngine:
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
         self._server.close()
+        self._released.set()
         for writer in list(self._writers):
-            writer.close()
+            writer.transport.abort()
         await self._server.wait_closed()
+        # Let the handlers see their connections end.
+        for _ in range(3):
+            await asyncio.sleep(0)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
@@ -243,10 +249,14 @@ class FakeEngine:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError):
             self.closed_early.set()
+        except asyncio.CancelledError:
+            # Stopped with the test: end quietly (asyncio logs handler tasks that end
+            # cancelled).
+            pass
         finally:
             self._writers.discard(writer)
             writer.close()
-            with contextlib.suppress(ConnectionError):
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
@@ -273,6 +283,7 @@ class FakeEngine:
         if not path.endswith("/chat/completions"):
             await self._json(writer, 404, {"error": {"message": "no route"}})
             return True
+        self.chat_received.set()
         reply = self.replies.popleft() if self.replies else text_reply("(unscripted)")
         if reply.body is not None or not body.get("stream"):
             payload = reply.body if reply.body is not None else completion_body("(unscripted)")

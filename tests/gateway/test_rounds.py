@@ -16,6 +16,7 @@ from gateway.rounds import (
     Step,
     ToolCallAssembler,
     Verdict,
+    after_calls,
     after_round,
     call_key,
     next_round,
@@ -227,6 +228,14 @@ def test_a_spent_search_budget_ends_the_tool_rounds() -> None:
         state, plan, RoundOutcome(calls=1, malformed=0, has_text=False, searches_spent=True)
     )
     assert state.phase is Phase.ANSWER
+
+
+def test_the_budget_spent_by_the_calls_ends_the_tool_rounds() -> None:
+    state = LoopState(tool_rounds=1)
+    after_calls(state, searches_spent=False)
+    kept = state.phase
+    after_calls(state, searches_spent=True)
+    assert (kept, state.phase) == (Phase.TOOLS, Phase.ANSWER)
 
 
 def test_an_answer_ends_the_loop() -> None:

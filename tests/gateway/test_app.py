@@ -1,0 +1,467 @@
+"""The gateway over HTTP (uvicorn on loopback) against the fake engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from gateway.settings import EngineSettings
+from tests.gateway.conftest import (
+    AUTH,
+    TEST_TIMEOUTS,
+    BlockingTool,
+    FakeSearch,
+    GatewayFactory,
+    make_settings,
+)
+from tests.gateway.fake_engine import (
+    Data,
+    Drop,
+    FakeEngine,
+    Raw,
+    Reply,
+    Stall,
+    chunk,
+    completion_body,
+    error_reply,
+    text_reply,
+    tool_reply,
+)
+
+QUESTION = [{"role": "user", "content": "hi"}]
+
+
+def chat(**fields: Any) -> dict[str, Any]:
+    return {"model": "test-model", "messages": QUESTION} | fields
+
+
+def events_of(body: str) -> list[Any]:
+    """The data payloads of an SSE body ("[DONE]" kept as a string)."""
+    out: list[Any] = []
+    for block in body.split("\n\n"):
+        for line in block.splitlines():
+            if line.startswith("data: "):
+                data = line[len("data: ") :]
+                out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+def content_of(events: list[Any]) -> str:
+    return "".join(
+        e["choices"][0]["delta"].get("content") or ""
+        for e in events
+        if isinstance(e, dict) and e.get("choices")
+    )
+
+
+# --- Errors before streaming ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [({}, 401), ({"Authorization": "Bearer wrong-key-0123456789"}, 401), (AUTH, 200)],
+    ids=["missing", "wrong", "right"],
+)
+async def test_api_routes_need_the_key(
+    gateway_at: GatewayFactory, http: httpx.AsyncClient, headers: dict[str, str], status: int
+) -> None:
+    async with gateway_at() as url:
+        models = await http.get(f"{url}/v1/models", headers=headers)
+        completions = await http.post(f"{url}/v1/chat/completions", json=chat(), headers=headers)
+    assert models.status_code == status
+    assert completions.status_code == status
+    if status == 401:
+        assert completions.json()["error"]["code"] == "invalid_api_key"
+        assert completions.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b"{nope", 400, "invalid_request"),
+        (json.dumps({"model": "test-model"}).encode(), 400, "invalid_request"),
+        (json.dumps(chat(model="gpt-9")).encode(), 404, "model_not_found"),
+        (
+            json.dumps(chat(thor_web_search=True, tools=[{"type": "function"}])).encode(),
+            400,
+            "invalid_request",
+        ),
+    ],
+    ids=["malformed-json", "schema", "unknown-model", "switch-with-tools"],
+)
+async def test_bad_requests_get_openai_errors(
+    gateway_at: GatewayFactory, http: httpx.AsyncClient, body: bytes, status: int, code: str
+) -> None:
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        response = await http.post(f"{url}/v1/chat/completions", content=body, headers=AUTH)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert isinstance(error["message"], str)
+    assert "type" in error
+
+
+async def test_a_body_over_the_limit_is_413_while_reading(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    settings = replace(make_settings(engine), max_body_bytes=2048)
+
+    async def body() -> Any:
+        # Sent in pieces without a length, so only counting while reading can refuse it.
+        for _ in range(100):
+            yield b" " * 1024
+
+    async with gateway_at(settings=settings) as url:
+        response = await http.post(f"{url}/v1/chat/completions", content=body(), headers=AUTH)
+        declared = await http.post(f"{url}/v1/chat/completions", content=b" " * 4096, headers=AUTH)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert declared.status_code == 413
+    assert engine.chats == []
+
+
+async def test_engine_unreachable_is_502(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    async with FakeEngine() as gone:
+        dead = gone.url
+    settings = make_settings(engine, engines=(EngineSettings(dead, ("test-model",)),))
+    async with gateway_at(settings=settings, tools=[FakeSearch()]) as url:
+        proxied = await http.post(f"{url}/v1/chat/completions", json=chat(), headers=AUTH)
+        web = await http.post(
+            f"{url}/v1/chat/completions",
+            json=chat(thor_web_search=True, stream=True),
+            headers=AUTH,
+        )
+    assert proxied.status_code == 502
+    assert proxied.json()["error"]["code"] == "engine_unreachable"
+    assert web.status_code == 502
+
+
+async def test_engine_timeout_is_504(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    settings = make_settings(engine, timeouts=replace(TEST_TIMEOUTS, engine_read=0.2))
+    engine.script(Reply([Stall()]), Reply([Stall()]))
+    async with gateway_at(settings=settings, tools=[FakeSearch()]) as url:
+        web = await http.post(
+            f"{url}/v1/chat/completions", json=chat(thor_web_search=True), headers=AUTH
+        )
+        streamed = await http.post(
+            f"{url}/v1/chat/completions",
+            json=chat(thor_web_search=True, stream=True),
+            headers=AUTH,
+        )
+    assert web.status_code == 504
+    assert web.json()["error"]["code"] == "engine_timeout"
+    assert streamed.status_code == 504
+
+
+async def test_unknown_routes_answer_in_the_openai_shape(
+    gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    async with gateway_at() as url:
+        response = await http.get(f"{url}/v1/nothing", headers=AUTH)
+    assert response.status_code == 404
+    assert "error" in response.json()
+
+
+# --- Models, health, metrics ---------------------------------------------------------------
+
+
+async def test_models_lists_configured_and_discovered(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    settings = make_settings(
+        engine,
+        engines=(EngineSettings(engine.url), EngineSettings("http://127.0.0.1:9/v1", ("b",))),
+    )
+    async with gateway_at(settings=settings) as url:
+        body = (await http.get(f"{url}/v1/models", headers=AUTH)).json()
+    assert body["object"] == "list"
+    assert [m["id"] for m in body["data"]] == ["test-model", "b"]
+
+
+async def test_healthz_needs_no_key_and_marks_the_fetcher_unchecked(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    settings = make_settings(
+        engine,
+        engines=(EngineSettings(engine.url), EngineSettings("http://127.0.0.1:9/v1", ("b",))),
+    )
+    async with gateway_at(settings=settings) as url:
+        response = await http.get(f"{url}/healthz")
+    body = response.json()
+    assert response.status_code == 200
+    assert body["engines"] == [{"engine": 0, "ok": True}, {"engine": 1, "ok": False}]
+    assert body["fetcher"] == {"checked": False, "ok": None, "detail": "not checked"}
+    assert body["status"] == "degraded"
+
+
+async def test_metrics_is_a_route_without_redirect(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    registry = CollectorRegistry()
+    engine.script(tool_reply(("web_search", '{"query": "a"}')), text_reply("ok"))
+    async with gateway_at(registry=registry, tools=[FakeSearch()]) as url:
+        await http.post(f"{url}/v1/chat/completions", json=chat(thor_web_search=True), headers=AUTH)
+        await http.post(f"{url}/v1/chat/completions", json=chat(), headers={})
+        response = await http.get(f"{url}/metrics")
+    assert response.status_code == 200
+    text = response.text
+    assert 'gateway_chat_requests_total{mode="web",outcome="ok"} 1.0' in text
+    assert 'gateway_chat_requests_total{mode="none",outcome="rejected"} 1.0' in text
+    assert 'gateway_tool_calls_total{outcome="ok",tool="web_search"} 1.0' in text
+    assert "gateway_chat_rounds_count 1.0" in text
+    assert "gateway_inflight_chats 0.0" in text
+    assert 'gateway_time_to_first_token_seconds_count{mode="web"} 1.0' in text
+
+
+# --- Pass-through (Web switch off) -----------------------------------------------------------
+
+
+async def test_pass_through_streams_the_engines_bytes(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    reply = text_reply("Hel", "lo")
+    engine.script(reply)
+    own_tools = [{"type": "function", "function": {"name": "mine", "parameters": {}}}]
+    body = chat(stream=True, tools=own_tools, tool_choice="auto", top_k=5)
+    async with gateway_at() as url:
+        response = await http.post(f"{url}/v1/chat/completions", json=body, headers=AUTH)
+    expected = (
+        "".join(
+            f"data: {json.dumps(step.obj)}\n\n" for step in reply.steps if isinstance(step, Data)
+        )
+        + "data: [DONE]\n\n"
+    )
+    assert response.text == expected
+    assert response.headers["content-type"].startswith("text/event-stream")
+    sent = engine.chats[0]
+    assert sent["tools"] == own_tools
+    assert sent["tool_choice"] == "auto"
+    assert sent["top_k"] == 5
+
+
+async def test_pass_through_non_streaming_and_engine_errors_as_they_are(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(Reply(body=completion_body("hi there")), error_reply(400, "prompt too long"))
+    async with gateway_at() as url:
+        ok = await http.post(f"{url}/v1/chat/completions", json=chat(), headers=AUTH)
+        bad = await http.post(f"{url}/v1/chat/completions", json=chat(stream=True), headers=AUTH)
+    assert ok.json() == completion_body("hi there")
+    assert bad.status_code == 400
+    assert bad.json()["error"]["message"] == "prompt too long"
+
+
+async def test_pass_through_repairs_old_errors_and_a_missing_done(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(
+        Reply(
+            [
+                Data(chunk({"content": "a"})),
+                Raw('error: {"code":500,"message":"slot lost","type":"server_error"}\n\n'),
+            ],
+            done=False,
+        )
+    )
+    async with gateway_at() as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions", json=chat(stream=True), headers=AUTH
+        )
+    events = events_of(response.text)
+    assert events[1] == {"error": {"message": "slot lost", "type": "server_error", "code": 500}}
+    assert events[-1] == "[DONE]"
+
+
+async def test_a_drop_mid_stream_ends_with_an_error_event_then_done(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(Reply([Data(chunk({"content": "a"})), Raw('data: {"cut'), Drop()]))
+    async with gateway_at() as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions", json=chat(stream=True), headers=AUTH
+        )
+    events = events_of(response.text)
+    assert events[0]["choices"][0]["delta"]["content"] == "a"
+    assert events[1]["error"]["code"] == "engine_unreachable"
+    assert events[2] == "[DONE]"
+    assert len(events) == 3
+
+
+# --- Web switch -------------------------------------------------------------------------------
+
+
+async def test_web_stream_has_events_stop_and_done(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(tool_reply(("web_search", '{"query": "rust"}')), text_reply("Answer ", "[1]."))
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions",
+            json=chat(thor_web_search=True, stream=True),
+            headers=AUTH,
+        )
+    events = events_of(response.text)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert len({c["id"] for c in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    tool_events = [c for c in chunks if "thor_event" in c]
+    assert [c["choices"][0]["delta"] for c in tool_events] == [{}]
+    assert tool_events[0]["thor_event"]["type"] == "searched"
+    assert content_of(chunks) == "Answer [1]."
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert all(c["choices"][0]["finish_reason"] in (None, "stop") for c in chunks)
+    assert not any(c.get("usage") for c in chunks)
+    assert "thor_web_search" not in engine.chats[0]
+
+
+async def test_usage_chunk_only_when_asked(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(tool_reply(("web_search", '{"query": "rust"}')), text_reply("ok"))
+    body = chat(thor_web_search=True, stream=True, stream_options={"include_usage": True})
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        response = await http.post(f"{url}/v1/chat/completions", json=body, headers=AUTH)
+    events = events_of(response.text)
+    assert events[-2]["choices"] == []
+    assert events[-2]["usage"]["total_tokens"] == 30
+
+
+async def test_web_without_stream_returns_message_and_events(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(tool_reply(("web_search", '{"query": "rust"}')), text_reply("Answer [1]."))
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions", json=chat(thor_web_search=True), headers=AUTH
+        )
+    body = response.json()
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "Answer [1]."}
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["thor_events"][0]["type"] == "searched"
+    assert body["usage"]["total_tokens"] == 30
+
+
+async def test_an_engine_error_after_streaming_began_is_a_final_event(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(
+        tool_reply(("web_search", '{"query": "rust"}')),
+        Reply([Data(chunk({"content": "Partial"})), Data({"error": {"message": "KV cache full"}})]),
+    )
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions",
+            json=chat(thor_web_search=True, stream=True),
+            headers=AUTH,
+        )
+    assert response.status_code == 200
+    events = events_of(response.text)
+    assert events[-2]["error"]["message"] == "KV cache full"
+    assert events[-1] == "[DONE]"
+    assert content_of(events[:-2]) == "Partial"
+
+
+async def test_keep_alive_comments_during_tool_work(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    tool = FakeSearch()
+    tool.gate = asyncio.Event()
+    tool.open_at = 99
+    settings = make_settings(engine, timeouts=replace(TEST_TIMEOUTS, keepalive=0.01))
+    engine.script(tool_reply(("web_search", '{"query": "rust"}')), text_reply("ok"))
+    async with (
+        gateway_at(settings=settings, tools=[tool]) as url,
+        http.stream(
+            "POST",
+            f"{url}/v1/chat/completions",
+            json=chat(thor_web_search=True, stream=True),
+            headers=AUTH,
+        ) as response,
+    ):
+        seen = ""
+        async for text in response.aiter_text():
+            seen += text
+            if seen.count(": keep-alive") >= 2:
+                tool.gate.set()
+    assert seen.endswith("data: [DONE]\n\n")
+
+
+# --- Client disconnect ---------------------------------------------------------------------
+
+
+async def _disconnect_after_first_bytes(
+    http: httpx.AsyncClient, url: str, body: dict[str, Any]
+) -> None:
+    async with http.stream(
+        "POST", f"{url}/v1/chat/completions", json=body, headers=AUTH
+    ) as response:
+        async for _ in response.aiter_raw():
+            break
+
+
+async def test_disconnect_cancels_the_proxied_engine_request(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(Reply([Data(chunk({"content": "a"})), Stall()]))
+    async with gateway_at() as url:
+        await _disconnect_after_first_bytes(http, url, chat(stream=True))
+        await asyncio.wait_for(engine.closed_early.wait(), 10)
+
+
+async def test_disconnect_cancels_the_engine_round_of_the_loop(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(
+        tool_reply(("web_search", '{"query": "a"}')),
+        Reply([Data(chunk({"content": "a"})), Stall()]),
+    )
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        await _disconnect_after_first_bytes(http, url, chat(stream=True, thor_web_search=True))
+        await asyncio.wait_for(engine.closed_early.wait(), 10)
+
+
+async def test_disconnect_cancels_tool_work(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    slow = BlockingTool()
+    engine.script(tool_reply(("slow", "{}")))
+    async with gateway_at(tools=[slow]) as url:
+        request = asyncio.create_task(
+            http.post(
+                f"{url}/v1/chat/completions",
+                json=chat(stream=True, thor_web_search=True),
+                headers=AUTH,
+            )
+        )
+        await slow.started.wait()
+        request.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        await asyncio.wait_for(slow.cancelled.wait(), 10)
+
+
+async def test_disconnect_cancels_a_non_streaming_web_turn(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(Reply([Data(chunk({"content": "a"})), Stall()]))
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        request = asyncio.create_task(
+            http.post(f"{url}/v1/chat/completions", json=chat(thor_web_search=True), headers=AUTH)
+        )
+        await engine.chat_received.wait()
+        request.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        await asyncio.wait_for(engine.closed_early.wait(), 10)

@@ -1,0 +1,146 @@
+"""The engine client against the fake engine: what real engines do, tolerated."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway.engine import EngineClient
+from gateway.errors import (
+    EngineStatusError,
+    EngineStreamError,
+    EngineTimeoutError,
+    EngineUnreachableError,
+    UnknownModelError,
+)
+from gateway.models import ModelDirectory
+from gateway.settings import EngineSettings
+from tests.gateway.fake_engine import (
+    Data,
+    Drop,
+    FakeEngine,
+    Raw,
+    Reply,
+    Stall,
+    chunk,
+    error_reply,
+    text_reply,
+    usage_chunk,
+)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[EngineClient]:
+    timeout = httpx.Timeout(2.0, read=0.3)
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
+        yield EngineClient(http)
+
+
+async def collect(client: EngineClient, engine: FakeEngine) -> list[dict[str, Any]]:
+    body = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    return [c async for c in client.chat_chunks(EngineSettings(engine.url), body)]
+
+
+async def test_chunks_arrive_decoded(engine: FakeEngine, client: EngineClient) -> None:
+    engine.script(text_reply("Hel", "lo"))
+    chunks = await collect(client, engine)
+    contents = [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"]]
+    assert contents == ["", "Hel", "lo", None]
+    assert chunks[-1]["choices"] == []  # the usage chunk is handed on; callers skip it
+
+
+async def test_comments_and_a_missing_done_are_tolerated(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(
+        Reply(
+            [Raw(": ping\n\n"), Data(chunk({"content": "a"})), Raw('data:{"choices": []}\n\n')],
+            done=False,
+        )
+    )
+    chunks = await collect(client, engine)
+    assert len(chunks) == 2
+
+
+async def test_a_last_event_without_blank_line_is_read(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(Reply([Raw('data: {"choices": [], "usage": {"total_tokens": 1}}')], done=False))
+    assert await collect(client, engine) == [{"choices": [], "usage": {"total_tokens": 1}}]
+
+
+async def test_events_without_separating_blank_lines_are_split(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(Reply([Raw('data: {"n": 1}\ndata: {"n": 2}\n\n')]))
+    assert await collect(client, engine) == [{"n": 1}, {"n": 2}]
+
+
+async def test_standard_error_event_raises(engine: FakeEngine, client: EngineClient) -> None:
+    engine.script(
+        Reply([Data(chunk({"content": "a"})), Data({"error": {"message": "context full"}})])
+    )
+    with pytest.raises(EngineStreamError, match="context full"):
+        await collect(client, engine)
+
+
+async def test_old_llama_server_error_field_raises(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(
+        Reply([Raw('error: {"code":400,"message":"too long","type":"invalid_request_error"}\n\n')])
+    )
+    with pytest.raises(EngineStreamError, match="too long"):
+        await collect(client, engine)
+
+
+async def test_error_status_keeps_the_engines_body(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(error_reply(400, "tool_choice required is not supported"))
+    with pytest.raises(EngineStatusError) as caught:
+        await collect(client, engine)
+    assert caught.value.status == 400
+    assert caught.value.body()["error"]["message"] == "tool_choice required is not supported"
+
+
+async def test_a_dropped_stream_is_unreachable(engine: FakeEngine, client: EngineClient) -> None:
+    engine.script(Reply([Data(chunk({"content": "a"})), Drop()]))
+    with pytest.raises(EngineUnreachableError):
+        await collect(client, engine)
+
+
+async def test_a_stalled_stream_times_out(engine: FakeEngine, client: EngineClient) -> None:
+    engine.script(Reply([Data(chunk({"content": "a"})), Stall()]))
+    with pytest.raises(EngineTimeoutError):
+        await collect(client, engine)
+
+
+async def test_no_engine_listening_is_unreachable(client: EngineClient) -> None:
+    async with FakeEngine() as gone:
+        url = gone.url
+    body = {"model": "m", "messages": [], "stream": True}
+    with pytest.raises(EngineUnreachableError):
+        [c async for c in client.chat_chunks(EngineSettings(url), body)]
+
+
+async def test_models_come_from_configuration_or_the_engine(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    configured = EngineSettings("http://127.0.0.1:9/v1", ("named",))
+    directory = ModelDirectory((configured, EngineSettings(engine.url)), client)
+    assert (await directory.resolve("named")).url == configured.url
+    assert (await directory.resolve("test-model")).url == engine.url
+    with pytest.raises(UnknownModelError):
+        await directory.resolve("gpt-9")
+    entries, errors = await directory.entries()
+    assert [e.model for e in entries] == ["named", "test-model"]
+    assert errors == []
+
+
+async def test_engine_usage_chunk_is_decoded(engine: FakeEngine, client: EngineClient) -> None:
+    engine.script(Reply([Data(usage_chunk(7, 3))]))
+    assert (await collect(client, engine))[0]["usage"]["total_tokens"] == 10

@@ -1,0 +1,370 @@
+"""The tool loop against the fake engine: rounds, tool_choice, results, dedup, answer rounds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from gateway import prompts
+from gateway.engine import EngineClient
+from gateway.errors import EngineStatusError
+from gateway.loop import (
+    ChatTurn,
+    Content,
+    FilterFactory,
+    LoopEvent,
+    LoopOptions,
+    Reasoning,
+    ToolEvent,
+)
+from gateway.rounds import RequiredSupport
+from gateway.settings import Budgets, EngineSettings
+from gateway.tools import Tool, ToolBox
+from tests.gateway.conftest import BlockingTool, FakeSearch, PlainFilter
+from tests.gateway.fake_engine import (
+    Data,
+    FakeEngine,
+    Reply,
+    chunk,
+    error_reply,
+    text_reply,
+    tool_reply,
+)
+
+QUESTION = [{"role": "user", "content": "What is new in Rust?"}]
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[EngineClient]:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0), trust_env=False) as http:
+        yield EngineClient(http)
+
+
+def make_turn(
+    client: EngineClient,
+    engine: FakeEngine,
+    tools: list[Tool],
+    *,
+    memory: dict[str, RequiredSupport] | None = None,
+    budgets: Budgets | None = None,
+    filters: FilterFactory = PlainFilter,
+    messages: list[dict[str, Any]] | None = None,
+    tool_timeout: float = 5.0,
+) -> ChatTurn:
+    return ChatTurn(
+        client=client,
+        engine=EngineSettings(engine.url),
+        body={"model": "test-model", "messages": messages or QUESTION, "temperature": 0.2},
+        tools=ToolBox(tools),
+        memory={} if memory is None else memory,
+        options=LoopOptions(budgets=budgets or Budgets(), tool_timeout=tool_timeout),
+        filter_factory=filters,
+    )
+
+
+async def run(turn: ChatTurn) -> list[LoopEvent]:
+    return [event async for event in turn.events()]
+
+
+def text(events: list[LoopEvent]) -> str:
+    return "".join(e.text for e in events if isinstance(e, Content))
+
+
+def thor(events: list[LoopEvent]) -> list[dict[str, Any]]:
+    return [e.payload for e in events if isinstance(e, ToolEvent)]
+
+
+def search(query: str) -> tuple[str, str]:
+    return ("web_search", json.dumps({"query": query}))
+
+
+async def test_round_one_required_then_auto_and_answer(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(tool_reply(search("rust 1.90")), text_reply("Rust 1.90 ", "shipped [1]."))
+    tool = FakeSearch()
+    events = await run(make_turn(client, engine, [tool]))
+    assert text(events) == "Rust 1.90 shipped [1]."
+    first, second = engine.chats
+    assert first["tool_choice"] == "required"
+    assert second["tool_choice"] == "auto"
+    assert first["tools"] == [tool.schema]
+    assert first["stream"] is True
+    assert first["temperature"] == 0.2  # unknown fields go to the engine unchanged
+    assert first["messages"][0] == {"role": "system", "content": prompts.WEB_SYSTEM}
+    assert thor(events) == [{"type": "searched", "queries": ["rust 1.90"], "results": 1}]
+    assert tool.calls == [{"query": "rust 1.90"}]
+
+
+async def test_results_come_back_in_call_order_with_ids(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    tool = FakeSearch()
+    tool.gate = asyncio.Event()
+    tool.open_at = 3
+    engine.script(tool_reply(search("a"), search("b"), search("c")), text_reply("done"))
+    await run(make_turn(client, engine, [tool]))
+    assert tool.max_running == 3  # the three calls ran at the same time
+    messages = engine.chats[1]["messages"]
+    assistant = messages[-4]
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_0", "call_1", "call_2"]
+    results = messages[-3:]
+    assert [m["role"] for m in results] == ["tool"] * 3
+    assert [m["tool_call_id"] for m in results] == ["call_0", "call_1", "call_2"]
+    # Numbers follow completion order; the messages follow call order.
+    assert [m["content"].splitlines()[0].split("] ")[1] for m in results] == [
+        "About a — https://example.org/a",
+        "About b — https://example.org/b",
+        "About c — https://example.org/c",
+    ]
+
+
+async def test_every_tool_result_ends_with_the_budget_trailer(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(tool_reply(search("a"), ("nope", "{}")), text_reply("ok"))
+    await run(make_turn(client, engine, [FakeSearch()]))
+    results = [m for m in engine.chats[1]["messages"] if m["role"] == "tool"]
+    assert [m["content"].splitlines()[-1] for m in results] == [
+        "Searches used 1 of 16; pages read 0 of 12"
+    ] * 2
+
+
+async def test_empty_ids_are_generated_and_whitespace_content_dropped(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(tool_reply(search("a"), ids=False, content="\n\n"), text_reply("fine"))
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    assert text(events) == "fine"
+    assistant = engine.chats[1]["messages"][-2]
+    call_id = assistant["tool_calls"][0]["id"]
+    assert call_id.startswith("call_")
+    assert assistant["content"] is None
+    assert engine.chats[1]["messages"][-1]["tool_call_id"] == call_id
+
+
+async def test_a_repeated_call_is_not_rerun_and_the_model_is_told(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    tool = FakeSearch()
+    engine.script(
+        tool_reply(search("Rust news")),
+        tool_reply(search("  rust   NEWS ")),
+        text_reply("answer"),
+    )
+    await run(make_turn(client, engine, [tool]))
+    assert len(tool.calls) == 1
+    told = engine.chats[2]["messages"][-1]
+    assert told["role"] == "tool"
+    assert told["content"].startswith(prompts.DUPLICATE_CALL)
+
+
+async def test_malformed_and_unknown_calls_are_answered_not_run(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    tool = FakeSearch()
+    engine.script(
+        tool_reply(("web_search", '{"query": "cut'), ("shell", '{"cmd": "rm"}')),
+        text_reply("sorry"),
+    )
+    events = await run(make_turn(client, engine, [tool]))
+    assert text(events) == "sorry"
+    assert tool.calls == []
+    bad, unknown = engine.chats[1]["messages"][-2:]
+    assert "not a valid JSON object" in bad["content"]
+    assert "There is no tool named shell" in unknown["content"]
+
+
+async def test_eight_tool_rounds_then_sources_and_answer_now(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(*[tool_reply(search(f"q{i}")) for i in range(8)], text_reply("final [1]"))
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    chats = engine.chats
+    assert len(chats) == 9
+    assert [c.get("tool_choice") for c in chats] == ["required"] + ["auto"] * 7 + [None]
+    assert all("tools" in c for c in chats[:8])
+    assert "tools" not in chats[8]
+    sources_turn, answer_now = chats[8]["messages"][-2:]
+    assert sources_turn["content"].startswith("Sources found, with the numbers to cite")
+    assert "[8] About q7 — https://example.org/q7" in sources_turn["content"]
+    assert answer_now == {"role": "user", "content": prompts.ANSWER_NOW}
+    sources = [p for p in thor(events) if p["type"] == "sources"]
+    assert len(sources[0]["sources"]) == 8
+    assert sources[0]["sources"][0] == {
+        "n": 1,
+        "url": "https://example.org/q0",
+        "title": "About q0",
+    }
+    assert text(events) == "final [1]"
+
+
+async def test_a_call_in_an_answer_round_is_run_and_the_model_asked_once_more(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    tool = FakeSearch()
+    engine.script(
+        *[tool_reply(search(f"q{i}")) for i in range(8)],
+        tool_reply(search("late")),
+        text_reply("answer"),
+    )
+    events = await run(make_turn(client, engine, [tool]))
+    assert tool.calls[-1] == {"query": "late"}
+    assert len(engine.chats) == 10
+    last = engine.chats[9]
+    assert "tools" not in last
+    assert last["messages"][-1] == {"role": "user", "content": prompts.ANSWER_NOW}
+    assert last["messages"][-2]["role"] == "tool"
+    assert text(events) == "answer"
+
+
+async def test_the_loop_never_ends_with_a_bare_call(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(*[tool_reply(search(f"q{i}")) for i in range(10)])
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    assert len(engine.chats) == 10
+    assert text(events) == prompts.NO_ANSWER
+
+
+async def test_a_spent_search_budget_starts_the_answer_rounds(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(tool_reply(search("a"), search("b")), text_reply("answer"))
+    await run(make_turn(client, engine, [FakeSearch()], budgets=Budgets(searches=2, pages=1)))
+    assert len(engine.chats) == 2
+    assert "tools" not in engine.chats[1]
+    assert engine.chats[1]["messages"][-1]["content"] == prompts.ANSWER_NOW
+
+
+async def test_an_engine_refusing_required_is_retried_with_auto_and_remembered(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    memory: dict[str, RequiredSupport] = {}
+    engine.script(
+        error_reply(400, "tool_choice 'required' is not supported"),
+        tool_reply(search("a")),
+        text_reply("one"),
+    )
+    await run(make_turn(client, engine, [FakeSearch()], memory=memory))
+    choices = [c["tool_choice"] for c in engine.chats]
+    assert choices == ["required", "auto", "auto"]
+    assert engine.chats[1]["messages"][0]["content"].endswith(prompts.REQUIRED_NUDGE)
+    assert memory[engine.url] is RequiredSupport.REFUSED
+    engine.received.clear()
+    engine.script(tool_reply(search("b")), text_reply("two"))
+    await run(make_turn(client, engine, [FakeSearch()], memory=memory))
+    assert [c["tool_choice"] for c in engine.chats] == ["auto", "auto"]
+
+
+async def test_an_engine_ignoring_required_is_retried_once_and_its_text_hidden(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    memory: dict[str, RequiredSupport] = {}
+    engine.script(
+        text_reply("I think without searching."), tool_reply(search("a")), text_reply("ok")
+    )
+    events = await run(make_turn(client, engine, [FakeSearch()], memory=memory))
+    assert text(events) == "ok"
+    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto", "auto"]
+    assert memory[engine.url] is RequiredSupport.IGNORED
+
+
+async def test_a_second_answer_without_calls_is_accepted(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(text_reply("no search"), text_reply("still no search"))
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    assert text(events) == "still no search"
+    assert len(engine.chats) == 2
+
+
+async def test_other_engine_errors_are_not_retried(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(error_reply(500, "out of memory", "server_error"))
+    with pytest.raises(EngineStatusError):
+        await run(make_turn(client, engine, [FakeSearch()]))
+    assert len(engine.chats) == 1
+
+
+async def test_reasoning_passes_through(engine: FakeEngine, client: EngineClient) -> None:
+    engine.script(tool_reply(search("a")), text_reply("ans", reasoning=("think", "ing")))
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    assert [e.text for e in events if isinstance(e, Reasoning)] == ["think", "ing"]
+
+
+async def test_text_of_rounds_is_kept_apart(engine: FakeEngine, client: EngineClient) -> None:
+    engine.script(
+        Reply(
+            [
+                Data(chunk({"content": "Let me look."})),
+                *tool_reply(search("a")).steps,
+            ]
+        ),
+        text_reply("Found it."),
+    )
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    assert text(events) == "Let me look.\n\nFound it."
+
+
+async def test_a_client_system_message_is_merged_with_the_web_line(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(tool_reply(search("a")), text_reply("ok"))
+    messages = [{"role": "system", "content": "Be brief."}, *QUESTION]
+    await run(make_turn(client, engine, [FakeSearch()], messages=messages))
+    sent = engine.chats[0]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user"]
+    assert sent[0]["content"] == f"{prompts.WEB_SYSTEM}\n\nBe brief."
+
+
+async def test_usage_is_summed_over_rounds(engine: FakeEngine, client: EngineClient) -> None:
+    engine.script(tool_reply(search("a")), text_reply("ok"))
+    turn = make_turn(client, engine, [FakeSearch()])
+    await run(turn)
+    assert turn.usage == {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
+    assert turn.rounds == 2
+
+
+async def test_a_slow_tool_is_stopped_and_the_model_told(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    slow = BlockingTool()
+    engine.script(tool_reply(("slow", "{}")), text_reply("ok"))
+    await run(make_turn(client, engine, [slow], tool_timeout=0.05))
+    assert slow.cancelled.is_set()
+    result = engine.chats[1]["messages"][-1]
+    assert result["content"].startswith(prompts.TOOL_TIMEOUT.format(name="slow"))
+
+
+async def test_cancelling_the_turn_cancels_tool_work(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    slow = BlockingTool()
+    engine.script(tool_reply(("slow", "{}")))
+    task = asyncio.create_task(run(make_turn(client, engine, [slow])))
+    await slow.started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert slow.cancelled.is_set()
+
+
+async def test_a_failing_tool_becomes_a_tool_message(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    class Broken(FakeSearch):
+        async def run(self, arguments: dict[str, Any], context: Any) -> Any:
+            raise RuntimeError("secret page text")
+
+    engine.script(tool_reply(search("a")), text_reply("ok"))
+    await run(make_turn(client, engine, [Broken()]))
+    result = engine.chats[1]["messages"][-1]["content"]
+    assert "failed (RuntimeError)" in result
+    assert "secret page text" not in result
