@@ -162,6 +162,8 @@ class TextToolFilter:
         """
         self._index = ToolIndex(tools)
         self._openers: tuple[str, ...] = (_TOOL_CALL, *self._index.bare_openers)
+        self._opener_re = re.compile("|".join(map(re.escape, self._openers)))
+        self._opener_max = max(map(len, self._openers))
         self._buf = ""
         self._pos = 0
         self._eos = False
@@ -300,8 +302,11 @@ class TextToolFilter:
 
     def _note_visible(self, s: str) -> None:
         self._vis_any = True
-        self._vis_ws_end = s[-1].isspace()
-        if self._col <= 3 or "\n" in s[-4:]:
+        last = s[-1]
+        self._vis_ws_end = last.isspace()
+        if last == "\n":
+            self._col = 0
+        elif self._col <= 3 or "\n" in s[-4:]:
             self._col = _col_after(self._col, s)
 
     def _emit(self, s: str) -> None:
@@ -463,32 +468,61 @@ class TextToolFilter:
     def _h_text(self) -> bool:
         buf = self._buf
         n = len(buf)
-        pos = self._pos
-        while pos < n:
-            m = _TEXT_STOP.search(buf, pos)
+        start = scan = self._pos  # emit from start; look for the next stop from scan
+        search = _TEXT_STOP.search
+        opener = self._opener_re.match
+        while True:
+            m = search(buf, scan)
             if m is None:
-                self._emit(buf[pos:] if pos else buf)
-                pos = n
-                break
+                self._emit(buf[start:] if start else buf)
+                self._pos = n
+                return False
             j = m.start()
-            if j > pos:
-                self._emit(buf[pos:j])
-            if buf[j] == "`":
+            if buf[j] == "<":
+                om = opener(buf, j)
+                if om is not None:
+                    self._emit(buf[start:j])
+                    return self._start_opener(om.group(), j)
+                if n - j < self._opener_max and self._match(j, self._openers) == _NEED:
+                    self._emit(buf[start:j])
+                    self._pos = j
+                    return False
+                scan = j + 1
+                continue
+            self._emit(buf[start:j])  # the column must be current for a fence line start
+            end = self._inline_span(j) if self._col > 3 else -1
+            if end < 0:  # a possible fence, or a span not complete in the buffer
                 self._pos = j
                 self._ticks = 0
                 self._tick_ls = self._col <= 3
                 self._mode = TICKS
                 return True
-            tok = self._match(j, self._openers)
-            if tok:
-                return self._start_opener(tok, j)
-            if tok == _NEED:
-                self._pos = j
-                return False
-            self._emit("<")
-            pos = j + 1
-        self._pos = pos
-        return False
+            start, scan = j, end
+
+    def _inline_span(self, j: int) -> int:
+        """Fast path for a code span wholly in the buffer (R9): where it ends, or -1.
+
+        The span's text is emitted by the caller with the prose around it; anything this
+        cannot settle from the buffer alone goes through the ``TICKS``/``SPAN`` states.
+        """
+        buf = self._buf
+        n = len(buf)
+        k = _TICK_RUN.match(buf, j).end() - j  # type: ignore[union-attr]  # `* matches
+        pos = j + k
+        while pos < n:
+            m = _SPAN_STOP.search(buf, pos)
+            if m is None:
+                return -1
+            q = m.start()
+            if buf[q] == "\n":  # an unclosed span resets at the end of the line
+                return q + 1
+            r = _TICK_RUN.match(buf, q).end() - q  # type: ignore[union-attr]
+            pos = q + r
+            if pos >= n:
+                return -1
+            if r == k:
+                return pos
+        return -1
 
     def _h_ticks(self) -> bool:
         buf = self._buf
