@@ -9,12 +9,11 @@ that iterates `ChatTurn.events` closes the engine stream and cancels every tool 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from gateway import prompts
 from gateway.engine import EngineClient
@@ -40,6 +39,7 @@ from gateway.rounds import (
 )
 from gateway.settings import Budgets, EngineSettings
 from gateway.tools import ToolBox, ToolContext, ToolResult
+from gateway.tooltext import TextToolFilter
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +98,7 @@ FilterFactory = Callable[[list[dict[str, Any]]], TextFilter]
 
 def default_filter(tools: list[dict[str, Any]]) -> TextFilter:
     """The production filter, `gateway.tooltext.TextToolFilter`."""
-    module = importlib.import_module("gateway.tooltext")
-    return cast(TextFilter, module.TextToolFilter(tools))
+    return TextToolFilter(tools)
 
 
 # --- What the loop yields ------------------------------------------------------------------
@@ -189,7 +188,8 @@ class ChatTurn:
         self._history: list[dict[str, Any]] = []
         self._seen: set[str] = set()
         self._wrote_visible = False
-        self._tail_space = True
+        #: The last two characters shown so far ("\n\n" before anything is shown).
+        self._tail = "\n\n"
         #: Engine rounds asked, for the metrics.
         self.rounds = 0
         #: Usage summed over rounds, when the engine reported it.
@@ -225,10 +225,13 @@ class ChatTurn:
         if not text:
             return []
         events: list[LoopEvent] = []
-        if not self._wrote_visible and not self._tail_space and text.strip():
-            events.append(Content("\n\n"))
+        if not self._wrote_visible and text.strip():
+            # A new round's text starts a new paragraph.
+            gap = "\n\n"[len(self._tail) - len(self._tail.rstrip("\n")) :]
+            if gap:
+                events.append(Content(gap))
         self._wrote_visible = True
-        self._tail_space = text[-1].isspace()
+        self._tail = (self._tail + text)[-2:]
         events.append(Content(text))
         return events
 
@@ -301,7 +304,7 @@ class ChatTurn:
         # A "required" round's text is held until a call shows the engine honours it;
         # an engine that ignores "required" has its round thrown away and retried.
         held: list[LoopEvent] | None = [] if hold else None
-        tail_before = self._tail_space
+        tail_before = self._tail
         # Whitespace before any text is held: engines send "\n\n" next to tool_calls.
         blank = ""
         started = False
@@ -363,7 +366,7 @@ class ChatTurn:
             tail.extend(self._visible(blank))
         if held is not None:
             if not called():
-                self._tail_space = tail_before
+                self._tail = tail_before
                 return
             tail = held + tail
         for event in tail:

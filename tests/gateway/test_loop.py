@@ -21,6 +21,7 @@ from gateway.loop import (
     LoopOptions,
     Reasoning,
     ToolEvent,
+    default_filter,
 )
 from gateway.rounds import RequiredSupport
 from gateway.settings import Budgets, EngineSettings
@@ -368,3 +369,67 @@ async def test_a_failing_tool_becomes_a_tool_message(
     result = engine.chats[1]["messages"][-1]["content"]
     assert "failed (RuntimeError)" in result
     assert "secret page text" not in result
+
+
+# --- Calls written as text (the real filter of gateway.tooltext) ---------------------------
+
+
+def pieces(text: str, size: int = 3) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+async def test_a_hermes_call_written_as_text_is_run_and_hidden(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    written = (
+        'Checking. <tool_call>{"name": "web_search", "arguments": {"query": "rust"}}</tool_call>'
+    )
+    engine.script(text_reply(*pieces(written)), text_reply("Answer [1]."))
+    tool = FakeSearch()
+    memory: dict[str, RequiredSupport] = {}
+    events = await run(make_turn(client, engine, [tool], filters=default_filter, memory=memory))
+    assert tool.calls == [{"query": "rust"}]
+    assert text(events) == "Checking. \n\nAnswer [1]."
+    assert "<tool_call>" not in text(events)
+    assistant = engine.chats[1]["messages"][-2]
+    assert assistant["content"] == "Checking. "
+    assert assistant["tool_calls"][0]["function"]["name"] == "web_search"
+    assert assistant["tool_calls"][0]["id"].startswith("call_")
+    assert memory[engine.url] is RequiredSupport.HONOURED
+
+
+async def test_an_xml_call_in_an_answer_round_is_run_then_asked_once_more(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    tool = FakeSearch()
+    written = (
+        "<tool_call>\n<function=web_search>\n<parameter=query>\nlate news\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
+    engine.script(
+        *[tool_reply(search(f"q{i}")) for i in range(8)],
+        text_reply(*pieces(written, 5)),
+        text_reply("Final."),
+    )
+    events = await run(make_turn(client, engine, [tool], filters=default_filter))
+    assert tool.calls[-1] == {"query": "late news"}
+    assert "tools" not in engine.chats[8]
+    assert text(events) == "Final."
+
+
+async def test_a_malformed_text_call_is_reported_to_the_model(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(
+        tool_reply(search("a")),
+        text_reply('<tool_call>{"name": "web_search", "arguments": {"query": '),
+        text_reply("Answer."),
+    )
+    tool = FakeSearch()
+    events = await run(make_turn(client, engine, [tool], filters=default_filter))
+    assert len(tool.calls) == 1
+    assert engine.chats[2]["messages"][-1] == {
+        "role": "user",
+        "content": prompts.MALFORMED_TEXT_CALL,
+    }
+    assert text(events) == "Answer."

@@ -1,0 +1,139 @@
+"""The official ``openai`` client against the gateway, web on and off, both call styles."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import openai
+import pytest
+from openai import AsyncOpenAI, OpenAI
+
+from tests.gateway.conftest import KEY, FakeSearch, GatewayFactory
+from tests.gateway.fake_engine import (
+    Data,
+    FakeEngine,
+    Reply,
+    chunk,
+    completion_body,
+    text_reply,
+    tool_reply,
+)
+
+MESSAGES: Any = [{"role": "user", "content": "What changed in Rust this week?"}]
+WEB = {"thor_web_search": True}
+
+
+def search_then_answer(engine: FakeEngine) -> None:
+    engine.script(
+        tool_reply(("web_search", '{"query": "rust news"}')),
+        text_reply("Rust 1.90 ", "shipped [1].", reasoning=("checking",)),
+    )
+
+
+async def test_async_streaming_with_web_reads_events_from_extra_fields(
+    engine: FakeEngine, gateway_at: GatewayFactory
+) -> None:
+    search_then_answer(engine)
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        client = AsyncOpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0)
+        async with client:
+            stream = await client.chat.completions.create(
+                model="test-model", messages=MESSAGES, stream=True, extra_body=WEB
+            )
+            text, events, finish, reasoning = "", [], None, ""
+            async for part in stream:
+                extra = part.model_extra or {}
+                if "thor_event" in extra:
+                    events.append(extra["thor_event"])
+                if not part.choices:
+                    continue
+                delta = part.choices[0].delta
+                text += delta.content or ""
+                reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
+                finish = part.choices[0].finish_reason or finish
+    assert text == "Rust 1.90 shipped [1]."
+    assert events == [{"type": "searched", "queries": ["rust news"], "results": 1}]
+    assert finish == "stop"
+    assert reasoning == "checking"
+
+
+async def test_async_non_streaming_with_web_has_the_events_field(
+    engine: FakeEngine, gateway_at: GatewayFactory
+) -> None:
+    search_then_answer(engine)
+    async with (
+        gateway_at(tools=[FakeSearch()]) as url,
+        AsyncOpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0) as client,
+    ):
+        answer = await client.chat.completions.create(
+            model="test-model", messages=MESSAGES, extra_body=WEB
+        )
+    assert answer.choices[0].message.content == "Rust 1.90 shipped [1]."
+    assert answer.choices[0].finish_reason == "stop"
+    assert (answer.model_extra or {})["thor_events"][0]["type"] == "searched"
+    assert answer.usage is not None
+
+
+def _sync_calls(url: str) -> tuple[str, str, list[str]]:
+    """The client's everyday idiom, blocking (run in a thread)."""
+    with OpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0) as client:
+        pieces: list[str] = []
+        for part in client.chat.completions.create(
+            model="test-model", messages=MESSAGES, stream=True
+        ):
+            if part.choices and part.choices[0].delta.content:
+                pieces.append(part.choices[0].delta.content)
+        plain = client.chat.completions.create(model="test-model", messages=MESSAGES)
+        models = [m.id for m in client.models.list()]
+    return "".join(pieces), plain.choices[0].message.content or "", models
+
+
+async def test_sync_client_streaming_and_not_without_web(
+    engine: FakeEngine, gateway_at: GatewayFactory
+) -> None:
+    engine.script(text_reply("plain ", "answer"), Reply(body=completion_body("whole answer")))
+    async with gateway_at() as url:
+        streamed, whole, models = await asyncio.to_thread(_sync_calls, url)
+    assert streamed == "plain answer"
+    assert whole == "whole answer"
+    assert models == ["test-model"]
+    assert all("tools" not in c for c in engine.chats)
+
+
+async def test_client_sees_an_error_event_as_an_api_error(
+    engine: FakeEngine, gateway_at: GatewayFactory
+) -> None:
+    engine.script(
+        tool_reply(("web_search", '{"query": "x"}')),
+        Reply([Data(chunk({"content": "Part"})), Data({"error": {"message": "slot crashed"}})]),
+    )
+    async with (
+        gateway_at(tools=[FakeSearch()]) as url,
+        AsyncOpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0) as client,
+    ):
+        stream = await client.chat.completions.create(
+            model="test-model", messages=MESSAGES, stream=True, extra_body=WEB
+        )
+        with pytest.raises(openai.APIError, match="slot crashed"):
+            async for _ in stream:
+                pass
+
+
+@pytest.mark.parametrize(
+    ("key", "model", "error"),
+    [
+        ("wrong-key-0123456789", "test-model", openai.AuthenticationError),
+        (KEY, "no-such-model", openai.NotFoundError),
+    ],
+    ids=["401", "404"],
+)
+async def test_client_errors_map_to_the_clients_exceptions(
+    gateway_at: GatewayFactory, key: str, model: str, error: type[Exception]
+) -> None:
+    async with (
+        gateway_at() as url,
+        AsyncOpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0) as client,
+    ):
+        with pytest.raises(error):
+            await client.chat.completions.create(model=model, messages=MESSAGES)
