@@ -29,7 +29,7 @@ from lxml.html import HtmlElement, HTMLParser, document_fromstring
 from fetcher.charset import decode_body
 from fetcher.links import page_links
 from fetcher.prune import drop_junk, prune_chrome, text_length, trim_to_budget
-from fetcher.render import render
+from fetcher.render import render, squeeze_layout
 
 __all__ = [
     "PAGE_TEXT_LIMIT",
@@ -52,6 +52,8 @@ _TOO_LITTLE = 200
 # characters of the render; twice the limit leaves room for tables, whose cells render
 # side by side rather than in document order.
 _RENDER_CHARS = 2 * PAGE_TEXT_LIMIT
+
+_HEAD_MARGIN = 1_000
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
@@ -186,6 +188,26 @@ def normalize_text(text: str) -> str:
     return _BLANK_RUN.sub("\n\n", text).strip("\n")
 
 
+def _tidy(text: str) -> str:
+    return squeeze_layout(normalize_text(text))
+
+
+def _tidy_head(text: str, limit: int) -> str:
+    """Normalise and squeeze enough of a long render to fill ``limit`` characters.
+
+    Both steps only remove characters and look at one line at a time (the fence state
+    aside, which runs from the start), so the tidied head of a text is the head of the
+    tidied text, except right at its end; the margin keeps that end past the cut.
+    """
+    size = 2 * limit
+    while size < len(text):
+        head = _tidy(text[:size])
+        if len(head) > limit + _HEAD_MARGIN:
+            return head
+        size *= 2
+    return _tidy(text)
+
+
 def _collapse(text: str) -> str:
     return " ".join(normalize_text(text).split())
 
@@ -244,9 +266,11 @@ def _too_little(text: str, page_chars: int) -> bool:
 def _parse(markup: str) -> HtmlElement | None:
     # huge_tree: libxml2 otherwise silently drops everything nested deeper than 255
     # elements; bodies are capped at 2 MB upstream, so its other limits do not matter.
-    parser = HTMLParser(huge_tree=True, remove_comments=True, remove_pis=True)
+    # lxml parses UTF-8 bytes faster than a str, and the explicit encoding overrides any
+    # <meta charset> in the page: the text was already decoded by our own rules.
+    parser = HTMLParser(encoding="utf-8", huge_tree=True, remove_comments=True, remove_pis=True)
     try:
-        root = document_fromstring(markup, parser=parser)
+        root = document_fromstring(markup.encode("utf-8", "replace"), parser=parser)
     except (etree.LxmlError, ValueError):
         return None
     return root if isinstance(root, HtmlElement) else None
@@ -270,9 +294,10 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     drop_junk(root)
     page_chars = text_length(root)
     prune_chrome(root)
-    trim_to_budget(root, _RENDER_CHARS)
+    if page_chars > _RENDER_CHARS:
+        trim_to_budget(root, _RENDER_CHARS)
     try:
-        text = normalize_text(render(root))
+        text = _tidy_head(render(root), PAGE_TEXT_LIMIT)
     except Exception:  # inscriptis on hostile trees: RecursionError, and worse
         text = ""
     if _too_little(text, page_chars):

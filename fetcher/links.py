@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urljoin, urlsplit
 
@@ -64,7 +64,6 @@ _UNREADABLE = re.compile(
 _CHROME_ROLES = frozenset(
     {"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar"}
 )
-_MAIN, _BODY, _CHROME = 0, 1, 2
 
 
 @functools.cache
@@ -246,9 +245,12 @@ def same_site_links(
 
 def _base_address(root: HtmlElement, url: str) -> str:
     """The address relative links resolve against: the first ``<base href>``, else ``url``."""
-    for href in root.xpath("//base/@href")[:1]:
+    for base in root.iter("base"):
+        href = base.get("href")
+        if href is None:
+            continue
         try:
-            candidate = urljoin(url, str(href).strip())
+            candidate = urljoin(url, href.strip())
             scheme = urlsplit(candidate).scheme.lower()
         except ValueError:
             return url
@@ -257,34 +259,49 @@ def _base_address(root: HtmlElement, url: str) -> str:
     return url
 
 
-def _rank_anchors(root: HtmlElement) -> dict[HtmlElement, int]:
-    """Rank the anchors inside landmarks: main content 0, chrome 2 (the rest of the body is 1).
+def _anchors_under(landmarks: Iterable[HtmlElement]) -> dict[HtmlElement, None]:
+    """The ``<a href>`` elements inside any of the landmarks, in order, without repeats."""
+    found: dict[HtmlElement, None] = {}
+    for landmark in landmarks:
+        for anchor in landmark.iter("a"):
+            if anchor.get("href") is not None:
+                found[anchor] = None
+    return found
 
-    Each landmark's anchors are found by a scan in libxml2; lxml hands back the same proxy
-    object for a node while it is referenced, so the anchors can key a dict. Later passes
-    win: a header inside an article is content, a nav inside an article is chrome.
+
+def _ranked_hrefs(root: HtmlElement) -> Iterator[str]:
+    """Yield href values best first: main content, then the rest of the body, then chrome.
+
+    A generator, so the work stops once the caller has its 24 links: on most pages the
+    main content alone supplies them. Anchors key sets and dicts: lxml hands back the same
+    proxy object for a node while a reference to it is alive, which these containers keep.
     """
-    rank: dict[HtmlElement, int] = {}
     with_role = root.xpath("//body//*[@role]")
-    passes: tuple[tuple[list[HtmlElement], int], ...] = (
-        (list(root.iter("header", "footer")), _CHROME),
-        (
-            [*root.iter("main", "article"), *(e for e in with_role if e.get("role") == "main")],
-            _MAIN,
-        ),
-        (
-            [
-                *root.iter("nav", "aside", "menu"),
-                *(e for e in with_role if e.get("role") in _CHROME_ROLES),
-            ],
-            _CHROME,
-        ),
+    # nav/aside/menu and chrome roles are chrome even inside an article (a table of
+    # contents, a "read next" box); header/footer only outside it (byline, tags).
+    chrome = _anchors_under(
+        [
+            *root.iter("nav", "aside", "menu"),
+            *(e for e in with_role if e.get("role") in _CHROME_ROLES),
+        ]
     )
-    for landmarks, value in passes:
-        for landmark in landmarks:
-            for anchor in landmark.iter("a"):
-                rank[anchor] = value
-    return rank
+    main = _anchors_under(
+        [*root.iter("main", "article"), *(e for e in with_role if e.get("role") == "main")]
+    )
+    for anchor in main:
+        if anchor not in chrome:
+            yield str(anchor.get("href"))
+    edge = _anchors_under(root.iter("header", "footer"))
+    later: list[HtmlElement] = []
+    for anchor in root.iter("a"):
+        if anchor in main and anchor not in chrome:
+            continue
+        if anchor in chrome or anchor in edge:
+            later.append(anchor)
+        elif anchor.get("href") is not None:
+            yield str(anchor.get("href"))
+    for anchor in later:
+        yield str(anchor.get("href"))
 
 
 def page_links(root: HtmlElement, *, url: str, site: str | None = None) -> tuple[str, ...]:
@@ -303,15 +320,8 @@ def page_links(root: HtmlElement, *, url: str, site: str | None = None) -> tuple
         host = urlsplit(url).hostname or ""
     except ValueError:
         return ()
-    anchors = root.xpath("//a[@href]")
-    if not anchors:
-        return ()
-    rank = _rank_anchors(root)
-    ranked: tuple[list[str], list[str], list[str]] = ([], [], [])
-    for anchor in anchors:
-        ranked[rank.get(anchor, _BODY)].append(str(anchor.get("href", "")))
     return same_site_links(
-        (href for group in ranked for href in group),
+        _ranked_hrefs(root),
         base=_base_address(root, url),
         site=site if site is not None else host,
         exclude=own,

@@ -89,7 +89,7 @@ _BOILERPLATE_WORD = re.compile(
 # to the article to drop on its class name alone.
 _CONTENT_WORD = re.compile(
     r"article\w* | body | content\w* | main | story | stories | text | post | entry | "
-    r"column | page | wrap\w* | prose",
+    r"column | page | wrap\w* | prose | embed\w*",
     re.VERBOSE,
 )
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -273,14 +273,12 @@ def trim_to_budget(root: HtmlElement, chars: int) -> None:
     A text of ``n`` characters holds at most ``n`` non-blank ones, so with ``chars`` well
     above the page budget the cut never reaches text the reader would have shown; it only
     spares rendering the rest of a long page (a 1 MB Wikipedia article) that would be cut
-    away anyway. Pages with less text than that are left alone after one libxml2 count.
+    away anyway.
 
     Args:
         root: The document root, changed in place.
         chars: How many non-blank characters of text to keep, in document order.
     """
-    if text_length(root) <= chars:
-        return
     seen = 0
     for element in root.iter():
         seen += _non_space(element.text) + _non_space(element.tail)
