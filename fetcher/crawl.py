@@ -44,6 +44,7 @@ class _Found:
     depth: int
     result: PageEvent | None = None
     links: tuple[str, ...] = ()
+    duplicate: bool = False  # a redirect landed on a page this crawl had already read
 
 
 class _Crawl:
@@ -65,6 +66,7 @@ class _Crawl:
         self.on_page = on_page
         self.found: list[_Found] = []
         self.seen: set[str] = set()
+        self.read_finals: set[str] = set()
         self.site = ""
 
     def key(self, url: str) -> str:
@@ -87,7 +89,12 @@ class _Crawl:
         if not isinstance(outcome, Downloaded):
             page.result = PageFailed(outcome.url, outcome.reason, outcome.detail, page.depth)
         else:
-            self.seen.add(self.key(outcome.final_url))
+            final = self.key(outcome.final_url)
+            self.seen.add(final)
+            if final in self.read_finals:
+                page.duplicate = True
+                return
+            self.read_finals.add(final)
             document = read_document(
                 outcome.body,
                 content_type=outcome.content_type,
