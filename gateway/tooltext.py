@@ -69,7 +69,6 @@ from typing import Any, Final
 
 from gateway.tooltext_parse import (
     INVALID,
-    NAME_RE,
     SCAN_FAIL,
     SCAN_NEED,
     JsonScan,
@@ -78,38 +77,38 @@ from gateway.tooltext_parse import (
     call_from_object,
     calls_from_wrapped,
     decode_json,
-    strip_one_lf,
-    type_value,
 )
+from gateway.tooltext_xml import (
+    END_FUNCTION,
+    END_TOOL_CALL,
+    FUNCTION,
+    NEED_TOKEN,
+    NON_WS,
+    TOOL_CALL,
+    XmlFunctionScan,
+    match_at,
+)
+from gateway.tooltext_xml import FAIL as XML_FAIL
+from gateway.tooltext_xml import NEED as XML_NEED
+from gateway.tooltext_xml import PROSE as XML_PROSE
 
 __all__ = ["FilterClosedError", "FilterOutput", "TextToolCall", "TextToolFilter"]
 
 _TEXT_STOP: Final = re.compile(r"[<`]")
 _SPAN_STOP: Final = re.compile(r"[`\n]")
-_NON_WS: Final = re.compile(r"\S")
 _TICK_RUN: Final = re.compile(r"`*")
 _FENCE_CLOSE: Final = re.compile(r"(`+)[ \t]*")
 _INFO_STOP: Final = re.compile(r"[`\n]")
 
-_TOOL_CALL: Final = "<tool_call>"
-_END_TOOL_CALL: Final = "</tool_call>"
-_FUNCTION: Final = "<function="
-_END_FUNCTION: Final = "</function>"
-_PARAMETER: Final = "<parameter="
-_END_PARAMETER: Final = "</parameter>"
-_CLOSERS: Final = (_END_TOOL_CALL, _END_FUNCTION)
-
-_NEED: Final = ""
-"""`_match` result: the text at the end of the buffer is a proper prefix of a token."""
+_CLOSERS: Final = (END_TOOL_CALL, END_FUNCTION)
 
 # Modes (ints: the dispatch runs once per decision and is on the hot path).
 GAP, TEXT, TICKS, SPAN, FENCED = range(5)
-WRAP, FN_NAME, FN_BODY, PARAM_NAME, PARAM_VALUE, FN_ARGS_END, FN_AFTER = range(5, 12)
-JSON, JSON_END, SKIP, FENCE_OPEN, FENCE_BETWEEN = range(12, 17)
+WRAP, XML, FN_AFTER, JSON, JSON_END, SKIP, FENCE_OPEN, FENCE_BETWEEN = range(5, 13)
 _COMPACTABLE: Final = frozenset({TEXT, TICKS, SPAN, FENCED})
 
-# JSON purposes.
-_P_WRAP, _P_ARGS, _P_UNTAGGED = range(3)
+# JSON purposes: inside <tool_call> (R7) or untagged at the start (R8).
+_P_WRAP, _P_UNTAGGED = range(2)
 
 # Sub-states of FENCED while looking for the closing fence at a line start.
 _FL_BODY, _FL_SPACES, _FL_TICKS, _FL_TAIL = range(4)
@@ -161,7 +160,7 @@ class TextToolFilter:
             tools: The OpenAI ``tools`` list offered in this round (may be empty).
         """
         self._index = ToolIndex(tools)
-        self._openers: tuple[str, ...] = (_TOOL_CALL, *self._index.bare_openers)
+        self._openers: tuple[str, ...] = (TOOL_CALL, *self._index.bare_openers)
         self._opener_re = re.compile("|".join(map(re.escape, self._openers)))
         self._opener_max = max(map(len, self._openers))
         self._buf = ""
@@ -193,24 +192,13 @@ class TextToolFilter:
         self._fk = 0
         # Current block.
         self._blk_start = 0
-        self._opener = _TOOL_CALL
+        self._opener = TOOL_CALL
         self._wrapped = False
-        self._committed = False
-        self._name_s = 0
         self._after = 0  # where the block ends if the optional closer does not come
-        self._fn_name = ""
-        self._fn_args: dict[str, Any] = {}
-        self._fn_schema: dict[str, Any] | None = None
-        self._fn_seen: set[str] = set()
-        self._fn_params = 0
-        self._param = ""
-        self._vstart = 0
-        self._vscan = 0
-        self._vla = ""  # the closer whose lookahead is pending in PARAM_VALUE, or ""
-        self._vla_at = 0
+        self._xml: XmlFunctionScan | None = None
         self._js: JsonScan | None = None
         self._js_purpose = _P_WRAP
-        self._skip_re: re.Pattern[str] = re.compile(re.escape(_END_TOOL_CALL))
+        self._skip_re: re.Pattern[str] = re.compile(re.escape(END_TOOL_CALL))
         self._skip_margin = 0
         # Answer-initial fence (R8): None when not deciding one.
         self._fence: _FenceHold | None = None
@@ -221,11 +209,7 @@ class TextToolFilter:
             self._h_span,
             self._h_fenced,
             self._h_wrap,
-            self._h_fn_name,
-            self._h_fn_body,
-            self._h_param_name,
-            self._h_param_value,
-            self._h_fn_args_end,
+            self._h_xml,
             self._h_fn_after,
             self._h_json,
             self._h_json_end,
@@ -315,15 +299,8 @@ class TextToolFilter:
             self._note_visible(s)
 
     def _match(self, j: int, tokens: Sequence[str]) -> str | None:
-        """The token at ``buf[j:]``, ``_NEED`` if one may still follow, else None."""
-        buf = self._buf
-        need = False
-        for tok in tokens:
-            if buf.startswith(tok, j):
-                return tok
-            if not self._eos and len(buf) - j < len(tok) and tok.startswith(buf[j:]):
-                need = True
-        return _NEED if need else None
+        """The token at ``buf[j:]``, ``NEED_TOKEN`` if one may still follow, else None."""
+        return match_at(self._buf, j, tokens, self._eos)
 
     def _flush_gap(self) -> None:
         """Text follows the pending whitespace: keep it or drop it (R10)."""
@@ -348,7 +325,6 @@ class TextToolFilter:
 
     def _commit(self) -> None:
         """The held opener is a block: whitespace before it goes (R10)."""
-        self._committed = True
         if self._fence is None:
             self._gap_on = False
             self._gap_lead = False
@@ -380,7 +356,7 @@ class TextToolFilter:
     def _malformed(self, at: int) -> bool:
         """R12: count the block and hide it up to its closer."""
         self._add_bad()
-        closer = _END_TOOL_CALL if self._wrapped else _END_FUNCTION
+        closer = END_TOOL_CALL if self._wrapped else END_FUNCTION
         pattern = re.escape(closer)
         self._skip_margin = len(closer) - 1
         if self._fence is not None:
@@ -399,23 +375,20 @@ class TextToolFilter:
     def _start_opener(self, tok: str, j: int) -> bool:
         self._blk_start = j
         self._opener = tok
-        self._committed = False
         self._pos = j + len(tok)
-        if tok == _TOOL_CALL:
+        if tok == TOOL_CALL:
             self._wrapped = True
             self._mode = WRAP
         else:
             self._wrapped = False
-            self._begin_function(tok[len(_FUNCTION) : -1])
+            self._start_xml(self._pos, tok[len(FUNCTION) : -1])
         return True
 
-    def _begin_function(self, name: str) -> None:
-        self._fn_name = name
-        self._fn_args = {}
-        self._fn_seen = set()
-        self._fn_params = 0
-        self._fn_schema = self._index.properties.get(name)
-        self._mode = FN_BODY
+    def _start_xml(self, start: int, name: str | None) -> bool:
+        self._xml = XmlFunctionScan(start, self._index.properties, name=name)
+        self._pos = start
+        self._mode = XML
+        return True
 
     def _start_json(self, j: int, purpose: int) -> bool:
         self._js = JsonScan(j, self._buf[j], keys=purpose == _P_UNTAGGED)
@@ -428,7 +401,7 @@ class TextToolFilter:
 
     def _h_gap(self) -> bool:
         buf = self._buf
-        m = _NON_WS.search(buf, self._pos)
+        m = NON_WS.search(buf, self._pos)
         if m is None:
             self._pos = len(buf)
             if self._eos and self._gap_on:
@@ -447,12 +420,12 @@ class TextToolFilter:
             if tok:  # an orphan closer after a block: swallowed; only the last run counts
                 self._pos = self._gap_s = self._gap_e = j + len(tok)
                 return True
-            if tok == _NEED:
+            if tok == NEED_TOKEN:
                 return False
             tok = self._match(j, self._openers)
             if tok:
                 return self._start_opener(tok, j)
-            if tok == _NEED:
+            if tok == NEED_TOKEN:
                 return False
         elif self._at_start and c == "{":
             return self._start_json(j, _P_UNTAGGED)
@@ -483,7 +456,7 @@ class TextToolFilter:
                 if om is not None:
                     self._emit(buf[start:j])
                     return self._start_opener(om.group(), j)
-                if n - j < self._opener_max and self._match(j, self._openers) == _NEED:
+                if n - j < self._opener_max and self._match(j, self._openers) == NEED_TOKEN:
                     self._emit(buf[start:j])
                     self._pos = j
                     return False
@@ -620,7 +593,7 @@ class TextToolFilter:
 
     def _h_wrap(self) -> bool:
         buf = self._buf
-        m = _NON_WS.search(buf, self._pos)
+        m = NON_WS.search(buf, self._pos)
         if m is None:
             self._pos = len(buf)
             return self._eos and self._cut()  # R11: a lone <tool_call>
@@ -629,69 +602,29 @@ class TextToolFilter:
         if c in "{[":
             self._commit()
             return self._start_json(j, _P_WRAP)
-        tok = self._match(j, (_FUNCTION,))
+        tok = self._match(j, (FUNCTION,))
         if tok:
             self._commit()
-            self._name_s = self._pos = j + len(_FUNCTION)
-            self._mode = FN_NAME
-            return True
-        if tok == _NEED:
+            return self._start_xml(j + len(FUNCTION), None)
+        if tok == NEED_TOKEN:
             return False
-        if self._eos and buf.startswith("<", j) and _FUNCTION.startswith(buf[j:]):
+        if self._eos and buf.startswith("<", j) and FUNCTION.startswith(buf[j:]):
             return self._cut()  # cut inside "<function="
         return self._release_opener()
 
-    def _read_name(self, start: int) -> str | None:
-        """The name starting at ``start`` and ending at '>', ``_NEED``, or None if invalid."""
-        buf = self._buf
-        end = NAME_RE.match(buf, start).end()  # type: ignore[union-attr]  # `*` matches
-        if end == len(buf):
-            return None if self._eos else _NEED
-        if buf[end] != ">" or end == start:
-            return None
-        return buf[start:end]
-
-    def _h_fn_name(self) -> bool:
-        name = self._read_name(self._name_s)
-        if name == _NEED:
+    def _h_xml(self) -> bool:
+        xml = self._xml
+        assert xml is not None
+        result = xml.scan(self._buf, self._eos)
+        if result == XML_NEED:
             return False
-        if name is None:
-            return self._cut() if self._eos else self._malformed(self._name_s)
-        self._pos = self._name_s + len(name) + 1
-        self._begin_function(name)
-        self._committed = True
-        return True
-
-    def _h_fn_body(self) -> bool:
-        buf = self._buf
-        m = _NON_WS.search(buf, self._pos)
-        if m is None:
-            self._pos = len(buf)
-            return self._eos and self._cut()  # R11: no </function>
-        j = self._pos = m.start()
-        if buf[j] == "{" and self._fn_params == 0:
-            self._commit()
-            return self._start_json(j, _P_ARGS)
-        tokens: tuple[str, ...] = (_PARAMETER, _END_FUNCTION)
-        if self._committed:
-            tokens += (_END_TOOL_CALL,)
-        tok = self._match(j, tokens)
-        if tok == _NEED:
-            return False
-        if tok == _PARAMETER:
-            self._commit()
-            self._name_s = j + len(_PARAMETER)
-            self._mode = PARAM_NAME
-            return True
-        if tok:
-            self._commit()
-            self._add_call(TextToolCall(self._fn_name, self._fn_args))
-            return self._after_function(j + len(tok), closed_wrapper=tok == _END_TOOL_CALL)
-        if self._eos and any(t.startswith(buf[j:]) for t in tokens):
-            return self._cut()  # the stream ended inside a tag: a block cut short (R11)
-        if not self._committed:
+        if result == XML_PROSE:
             return self._release_opener()
-        return self._cut() if self._eos else self._malformed(j)
+        self._commit()
+        if result == XML_FAIL:
+            return self._cut() if self._eos else self._malformed(xml.pos)
+        self._add_call(xml.call)
+        return self._after_function(xml.end, closed_wrapper=xml.closed_wrapper)
 
     def _after_function(self, end: int, *, closed_wrapper: bool) -> bool:
         if closed_wrapper or not self._wrapped:
@@ -700,121 +633,19 @@ class TextToolFilter:
         self._mode = FN_AFTER
         return True
 
-    def _h_param_name(self) -> bool:
-        name = self._read_name(self._name_s)
-        if name == _NEED:
-            return False
-        if name is None:
-            return self._cut() if self._eos else self._malformed(self._name_s)
-        self._param = name
-        self._fn_seen.add(name)
-        self._fn_params += 1
-        self._vstart = self._vscan = self._name_s + len(name) + 1
-        self._vla = ""
-        self._mode = PARAM_VALUE
-        return True
-
-    def _end_value(self, end: int, resume: int) -> bool:
-        """R5: the value ends at ``end``; the function body goes on at ``resume``."""
-        raw = strip_one_lf(self._buf[self._vstart : end])
-        schema = self._fn_schema
-        self._fn_args[self._param] = type_value(raw, schema.get(self._param) if schema else None)
-        self._pos = resume
-        self._mode = FN_BODY
-        return True
-
-    def _h_param_value(self) -> bool:
-        buf = self._buf
-        n = len(buf)
-        while True:
-            if self._vla:
-                # After </parameter> or </function>: whitespace, then what decides it.
-                m = _NON_WS.search(buf, self._vscan)
-                if m is None:
-                    self._vscan = n
-                    if not self._eos:
-                        return False
-                    # R5: either closer followed by the end of the stream ends the value.
-                    at = self._vla_at
-                    return self._end_value(at, n if self._vla == _END_PARAMETER else at)
-                r = self._vscan = m.start()
-                if self._vla == _END_PARAMETER:
-                    tok = self._match(r, (_PARAMETER, _END_FUNCTION, _END_TOOL_CALL))
-                    if tok:
-                        return self._end_value(self._vla_at, r)
-                else:
-                    tok = self._match(r, (_END_TOOL_CALL,))
-                    if tok:
-                        return self._end_value(self._vla_at, self._vla_at)
-                if tok == _NEED:
-                    return False
-                self._vla = ""  # not a closer: part of the value
-                continue
-            j = buf.find("<", self._vscan)
-            if j < 0:
-                self._vscan = n
-                return self._eos and self._cut()  # R11: the value never ended
-            tok = self._match(j, (_END_PARAMETER, _END_FUNCTION, _PARAMETER))
-            if tok == _NEED:
-                self._vscan = j
-                return False
-            if tok in (_END_PARAMETER, _END_FUNCTION):
-                self._vla = tok
-                self._vla_at = j
-                self._vscan = j + len(tok)
-                continue
-            if tok == _PARAMETER:
-                starts = self._line_start_param(j)
-                if starts is None:
-                    self._vscan = j
-                    return False
-                if starts:
-                    return self._end_value(j, j)
-            self._vscan = j + 1
-
-    def _line_start_param(self, j: int) -> bool | None:
-        """R5: whether a line-start ``<parameter=Q>`` for a new schema parameter is at ``j``.
-
-        Returns None when the name is not complete yet.
-        """
-        schema = self._fn_schema
-        if not schema or j - 1 < self._vstart or self._buf[j - 1] != "\n":
-            return False
-        name = self._read_name(j + len(_PARAMETER))
-        if name == _NEED:
-            return None
-        return name is not None and name in schema and name not in self._fn_seen
-
-    def _h_fn_args_end(self) -> bool:
-        buf = self._buf
-        m = _NON_WS.search(buf, self._pos)
-        if m is None:
-            self._pos = len(buf)
-            return self._eos and self._cut()  # R11: no </function>
-        j = self._pos = m.start()
-        tok = self._match(j, (_END_FUNCTION, _END_TOOL_CALL))
-        if tok == _NEED:
-            return False
-        if tok:
-            self._add_call(TextToolCall(self._fn_name, self._fn_args))
-            return self._after_function(j + len(tok), closed_wrapper=tok == _END_TOOL_CALL)
-        return self._cut() if self._eos else self._malformed(j)
-
     def _h_fn_after(self) -> bool:
         buf = self._buf
-        m = _NON_WS.search(buf, self._pos)
+        m = NON_WS.search(buf, self._pos)
         if m is None:
             self._pos = len(buf)
             # R11: only </tool_call> is missing: the block is complete.
             return self._eos and self._end_block(self._after)
         j = self._pos = m.start()
-        tok = self._match(j, (_FUNCTION, _END_TOOL_CALL))
-        if tok == _NEED:
+        tok = self._match(j, (FUNCTION, END_TOOL_CALL))
+        if tok == NEED_TOKEN:
             return False
-        if tok == _FUNCTION:  # several functions may share one wrapper (R5)
-            self._name_s = self._pos = j + len(_FUNCTION)
-            self._mode = FN_NAME
-            return True
+        if tok == FUNCTION:  # several functions may share one wrapper (R5)
+            return self._start_xml(j + len(FUNCTION), None)
         if tok:
             return self._end_block(j + len(tok))
         return self._end_block(self._after)  # the closer is optional (R5)
@@ -843,13 +674,6 @@ class TextToolFilter:
             self._after = self._pos = end
             self._mode = JSON_END
             return True
-        if purpose == _P_ARGS:
-            if not isinstance(value, dict):
-                return self._malformed(end)
-            self._fn_args = value
-            self._pos = end
-            self._mode = FN_ARGS_END
-            return True
         found = call_from_object(value) if value is not INVALID else None
         if found is None or found.name not in self._index.names:
             return self._release_untagged()
@@ -871,13 +695,13 @@ class TextToolFilter:
 
     def _h_json_end(self) -> bool:
         buf = self._buf
-        m = _NON_WS.search(buf, self._pos)
+        m = NON_WS.search(buf, self._pos)
         if m is None:
             self._pos = len(buf)
             return self._eos and self._end_block(self._after)
         j = self._pos = m.start()
-        tok = self._match(j, (_END_TOOL_CALL,))
-        if tok == _NEED:
+        tok = self._match(j, (END_TOOL_CALL,))
+        if tok == NEED_TOKEN:
             return False
         return self._end_block(j + len(tok) if tok else self._after)
 
@@ -922,7 +746,7 @@ class TextToolFilter:
         fence = self._fence
         assert fence is not None
         buf = self._buf
-        m = _NON_WS.search(buf, self._pos)
+        m = NON_WS.search(buf, self._pos)
         if m is None:
             self._pos = len(buf)
             if not self._eos:
@@ -949,7 +773,7 @@ class TextToolFilter:
             return self._start_json(j, _P_UNTAGGED)
         if c == "<" and not fence.json_only:
             tok = self._match(j, (*self._openers, *(_CLOSERS if fence.has_blocks else ())))
-            if tok == _NEED:
+            if tok == NEED_TOKEN:
                 return False
             if tok in _CLOSERS:
                 self._pos = fence.item_end = j + len(tok)
