@@ -33,13 +33,6 @@ from fetcher.server import FetcherServer, crawl_reader, hop_observer
 from fetcher.settings import Settings, parse_listen
 from tests.support.origin import NAMES, Origin, Reply, html, redirect
 
-#: Following links needs fetcher/links.py to keep the test origin's port (its links are
-#: on 127.0.0.1:<ephemeral>); today it drops every port but 443, and
-#: tests/fetcher/test_crawl.py fails the same way. Strict: these pass once that is settled.
-needs_links = pytest.mark.xfail(
-    strict=True, reason="fetcher/links.py drops links with a port other than 443"
-)
-
 EXTRA_NAMES = {
     "private.test": ["10.0.0.7"],  # rule 2: not public
     "untrusted.test": ["127.0.0.1"],  # not in the origin's certificate: TLS fails
@@ -132,7 +125,6 @@ async def test_read_happy_path_returns_the_start_page_as_text(
     assert record["request_id"] == "happy-1"
 
 
-@needs_links
 async def test_read_happy_path_returns_the_pages_of_a_local_https_site(
     origin: Origin, fetcher: Fetcher
 ) -> None:
@@ -155,7 +147,6 @@ async def test_read_happy_path_returns_the_pages_of_a_local_https_site(
     assert {record["request_id"] for record in records} == {"happy-1"}
 
 
-@needs_links
 async def test_stream_sends_a_read_event_per_page_then_the_report(
     origin: Origin, fetcher: Fetcher
 ) -> None:
@@ -175,7 +166,6 @@ async def test_stream_sends_a_read_event_per_page_then_the_report(
     }
 
 
-@needs_links
 async def test_page_limit_bounds_the_pages_read(origin: Origin, fetcher: Fetcher) -> None:
     site(origin)
     report = await fetcher.client.read(origin.url("/"), allowed_hosts={"origin.test"}, page_limit=2)
@@ -226,7 +216,7 @@ async def test_each_refusal_reason_arrives_over_grpc_as_the_enum(
 async def test_slow_page_within_a_short_deadline_arrives_as_timeout(
     origin: Origin, fetcher: Fetcher
 ) -> None:
-    origin.routes["/slow"] = Reply(delay=3.0, body=b"late")
+    origin.routes["/slow"] = Reply(delay=1.2, body=b"late")
     report = await fetcher.client.read(
         origin.url("/slow"), allowed_hosts={"origin.test"}, page_limit=1, deadline=0.6
     )
@@ -287,7 +277,6 @@ async def test_metrics_count_the_reads_hops_and_calls(origin: Origin, fetcher: F
     assert values[("tigress_fetcher_reads_in_flight", ())] == 0
 
 
-@needs_links
 async def test_failed_link_gets_its_own_line_and_the_rest_is_read(
     origin: Origin, fetcher: Fetcher
 ) -> None:
