@@ -53,11 +53,12 @@ def loggable_address(url: str | None) -> str | None:
         ``scheme://host[:port]/path``, at most 512 characters, with no user info, query
         or fragment, or ``"-"`` when no scheme and host can be found; ``None`` for ``None``.
 
-    # Security:
-        Rule 8 and privacy: query strings and user info carry tokens, searches and names,
-        so they never reach the log; a malformed address is not echoed at all, since it
-        may be anything a page or a model wrote. Callers may write the result anywhere.
-        Proved by ``tests/fetcher/test_journal.py::test_address_keeps_only_scheme_host_and_path``.
+    # Security
+    Rule 8 and privacy: query strings, fragments and user info carry tokens, searches and
+    names, so they never reach the log; a malformed address is not echoed at all, since it
+    may be anything a page or a model wrote; control characters cannot forge log lines.
+    Callers may write the result anywhere. Proved by
+    ``tests/fetcher/test_journal.py::test_address_keeps_only_scheme_host_and_path``.
     """
     if url is None:
         return None
@@ -82,10 +83,11 @@ def fetch_record(hop: HopRecord, *, request_id: str, now: float) -> FetchRecord:
     Returns:
         The record's fields by name; absent values are ``None``.
 
-    # Security:
-        Rule 8: only the fields listed in this module's docstring, built from the
-        ``HopRecord``, which holds no content. Proved by ``tests/fetcher/test_journal.py``
-        (``test_record_never_holds_page_content``).
+    # Security
+    Rule 8: only the fields listed in this module's docstring, built from the
+    ``HopRecord``, which holds no page content, title, header or cookie; both addresses go
+    through :func:`loggable_address`. Proved by ``tests/fetcher/test_journal.py``
+    (``test_real_fetches_log_every_hop_without_page_content``).
     """
     stamp = datetime.datetime.fromtimestamp(now, tz=datetime.UTC)
     return {

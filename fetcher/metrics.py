@@ -169,7 +169,14 @@ REQUEST_TIMEOUT = 5.0
 async def _answer(
     registry: CollectorRegistry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
-    """Answers one HTTP/1.x request and closes the connection."""
+    """Answers one HTTP/1.x request and closes the connection.
+
+    # Security
+    The request head is read within 5 seconds and 8 KiB, or the connection is dropped;
+    only ``GET``/``HEAD /metrics`` is answered, with nothing but the exposition. A slow
+    or oversized client cannot hold the fetcher's loop. Proved by
+    ``tests/fetcher/test_metrics.py::test_metrics_endpoint_drops_a_client_that_never_sends_a_request``.
+    """
     try:
         async with asyncio.timeout(REQUEST_TIMEOUT):
             head = await reader.readuntil(b"\r\n\r\n")

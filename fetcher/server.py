@@ -83,7 +83,15 @@ def _prepare_unix_path(path: Path) -> None:
 
 
 def _server_credentials(settings: Settings) -> grpc.ServerCredentials:
-    """Mutual TLS for TCP listeners beyond loopback: clients must show a trusted certificate."""
+    """Mutual TLS for TCP listeners: clients must show a certificate the given CA signed.
+
+    # Security
+    The fetcher reaches the web for whoever can call it; over TCP that must be only the
+    gateway, so the TLS handshake requires a client certificate (``require_client_auth``).
+    Settings refuse plain TCP beyond loopback. Proved by
+    ``tests/fetcher/test_service_tls.py`` and ``test_service_settings.py``
+    (``plain-tcp-beyond-loopback``).
+    """
     assert settings.tls_cert_file is not None
     assert settings.tls_key_file is not None
     assert settings.tls_client_ca_file is not None
@@ -178,8 +186,11 @@ def systemd_listeners(
 ) -> list[socket.socket]:
     """The listening sockets systemd passed to this process (``LISTEN_FDS``), if any.
 
+    # Security
     Only when ``LISTEN_PID`` names this process: a child that inherited the variables
-    must not adopt descriptors meant for its parent.
+    must not adopt descriptors meant for its parent. Adopted descriptors are made
+    non-inheritable. Proved by
+    ``tests/fetcher/test_metrics.py::test_systemd_listeners_adopt_passed_sockets_only_for_this_process``.
     """
     if environ.get("LISTEN_PID") != str(os.getpid()):
         return []

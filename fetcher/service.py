@@ -125,7 +125,16 @@ class CallError(Exception):
 
 
 class _Order:
-    """A checked request."""
+    """A checked request.
+
+    # Security
+    Every field is bounded (``fetcher.proto`` states the bounds) before anything is read,
+    so a caller cannot make the fetcher hold huge host lists, chase a six-page-plus crawl
+    or write arbitrary text into the fetch log's request id. Rule 1 itself (the host must
+    be allowed) is the downloader's; this only keeps the request small and well formed.
+    Proved by ``tests/fetcher/test_service.py``
+    (``test_request_breaking_a_bound_is_rejected_without_reading``).
+    """
 
     __slots__ = ("allowed_hosts", "page_limit", "request_id", "url")
 
@@ -221,7 +230,15 @@ class FetcherServicer(fetcher_pb2_grpc.FetcherServiceServicer):
 
     @contextlib.contextmanager
     def _slot(self) -> Iterator[None]:
-        """Takes one of the read slots, or refuses the call at once."""
+        """Takes one of the read slots, or refuses the call at once.
+
+        # Security
+        Bounded concurrency: at most ``max_concurrent_reads`` reads run at once and one
+        more is refused with RESOURCE_EXHAUSTED without queueing, so a flood of calls
+        cannot pile up downloads, memory or sockets (the unit's limits are the backstop).
+        During shutdown every new read gets UNAVAILABLE. Proved by
+        ``tests/fetcher/test_service.py::test_reads_past_the_bound_get_resource_exhausted_at_once``.
+        """
         if self._draining:
             raise CallError(grpc.StatusCode.UNAVAILABLE, "the fetcher is shutting down")
         if self._in_flight >= self._max_reads:

@@ -275,6 +275,13 @@ def load_settings(
 
     Raises:
         ConfigError: A value, a key or the file is bad; the message names it.
+
+    # Security
+    No setting can switch a network rule off: loopback and private addresses are the
+    downloader's policy, which is not configurable here. Plain TCP beyond loopback and
+    abstract Unix sockets (no file permissions) are refused, so only the gateway's group
+    or a client with a certificate can make the fetcher read. Proved by
+    ``tests/fetcher/test_service_settings.py::test_bad_value_stops_start_up_naming_it``.
     """
     values: dict[str, object] = {"listen": (parse_listen(f"unix:{DEV_SOCKET}"),)}
     path_text = environ.get("TIGRESS_FETCHER_CONFIG") or environ.get("TIGRESS_CONFIG")

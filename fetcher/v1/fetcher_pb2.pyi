@@ -77,7 +77,7 @@ Global___Reason: _TypeAlias = Reason  # noqa: Y015
 @_typing.final
 class ReadRequest(_message.Message):
     """What to read. Bounds (checked by the fetcher, INVALID_ARGUMENT when broken): url at
-    most 4096 bytes; at most 1000 allowed hosts of at most 253 bytes each; page_limit at
+    most 4096 bytes; at most 1000 allowed hosts of at most 253 characters each; page_limit at
     least 1 (values above the fetcher's maximum of 6 are lowered to it); request_id at
     most 64 characters from [A-Za-z0-9._:-] (empty: the fetcher makes one up).
     """
