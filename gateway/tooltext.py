@@ -8,7 +8,8 @@ ends the stream (R11). Results do not depend on how the text was cut into chunks
 State machine
 -------------
 The filter keeps one buffer and a scan cursor; every state resumes where it stopped, so each
-character is examined a bounded number of times (linear time). The modes:
+character is examined a bounded number of times (linear time). The buffer is trimmed whenever
+nothing is held. The modes:
 
 * ``GAP``: whitespace whose fate is not known yet. At the start of the answer (policy LEAD)
   it is dropped if the answer starts with a removed block and kept otherwise; here an
@@ -18,12 +19,14 @@ character is examined a bounded number of times (linear time). The modes:
   in whitespace (R10).
 * ``TEXT``: prose. Runs up to the next ``<`` or backtick are emitted in bulk. At ``<`` an
   opener (R2) is matched; a proper prefix at the end of the buffer is held (R3).
-* ``TICKS`` / ``SPAN`` / ``FENCED``: backtick runs, inline code spans and fenced code blocks
-  (R9). Everything in them is emitted at once; only the state is tracked.
-* ``WRAP``: after ``<tool_call>``, deciding the body (R4). ``FN_BODY``, ``FN_NAME``,
-  ``PARAM_NAME``, ``PARAM_VALUE``, ``FN_ARGS_END``, ``FN_AFTER``: the XML form (R5, R6).
-  ``JSON`` and ``JSON_END``: a JSON value and the optional closer after it (R7).
-  ``SKIP``: a malformed block, hidden up to its closer (R12).
+* ``CODE``: inline code spans and fenced blocks (R9), followed by
+  :class:`~gateway.tooltext_code.CodeScan`. Code is emitted at once; nothing in it is
+  detected. A span that closes within the buffer is passed over inside ``TEXT``.
+* ``WRAP``: after ``<tool_call>``, deciding the body (R4). ``XML``: one function in the XML
+  form (R5, R6), read by :class:`~gateway.tooltext_xml.XmlFunctionScan`; ``FN_AFTER``: after
+  ``</function>`` in a wrapper, another function or the optional ``</tool_call>``. ``JSON``
+  and ``JSON_END``: a JSON value (:class:`~gateway.tooltext_parse.JsonScan`) and the optional
+  closer after it (R7, R8). ``SKIP``: a malformed block, hidden up to its closer (R12).
 * ``FENCE_OPEN`` / ``FENCE_BETWEEN``: an answer-initial fence held until its body is known
   to be only tool-call blocks or one call object (then hidden) or anything else (then
   released and re-read as an ordinary code block).
@@ -67,6 +70,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from gateway.tooltext_code import CodeScan, inline_span_end, run_end
 from gateway.tooltext_parse import (
     INVALID,
     SCAN_FAIL,
@@ -95,23 +99,17 @@ from gateway.tooltext_xml import PROSE as XML_PROSE
 __all__ = ["FilterClosedError", "FilterOutput", "TextToolCall", "TextToolFilter"]
 
 _TEXT_STOP: Final = re.compile(r"[<`]")
-_SPAN_STOP: Final = re.compile(r"[`\n]")
-_TICK_RUN: Final = re.compile(r"`*")
 _FENCE_CLOSE: Final = re.compile(r"(`+)[ \t]*")
 _INFO_STOP: Final = re.compile(r"[`\n]")
 
 _CLOSERS: Final = (END_TOOL_CALL, END_FUNCTION)
 
 # Modes (ints: the dispatch runs once per decision and is on the hot path).
-GAP, TEXT, TICKS, SPAN, FENCED = range(5)
-WRAP, XML, FN_AFTER, JSON, JSON_END, SKIP, FENCE_OPEN, FENCE_BETWEEN = range(5, 13)
-_COMPACTABLE: Final = frozenset({TEXT, TICKS, SPAN, FENCED})
+GAP, TEXT, CODE, WRAP, XML, FN_AFTER, JSON, JSON_END, SKIP, FENCE_OPEN, FENCE_BETWEEN = range(11)
+_COMPACTABLE: Final = frozenset({TEXT, CODE})
 
 # JSON purposes: inside <tool_call> (R7) or untagged at the start (R8).
 _P_WRAP, _P_UNTAGGED = range(2)
-
-# Sub-states of FENCED while looking for the closing fence at a line start.
-_FL_BODY, _FL_SPACES, _FL_TICKS, _FL_TAIL = range(4)
 
 
 def _col_after(col: int, s: str) -> int:
@@ -182,14 +180,7 @@ class TextToolFilter:
         self._gap_on = True
         self._gap_s = 0
         self._gap_e = 0
-        # Code (R9).
-        self._ticks = 0
-        self._tick_ls = False
-        self._span_n = 0
-        self._span_fc = False
-        self._fence_n = 0
-        self._fl = _FL_BODY
-        self._fk = 0
+        self._code: CodeScan | None = None  # Markdown code being read (R9)
         # Current block.
         self._blk_start = 0
         self._opener = TOOL_CALL
@@ -205,9 +196,7 @@ class TextToolFilter:
         self._handlers: tuple[Callable[[], bool], ...] = (
             self._h_gap,
             self._h_text,
-            self._h_ticks,
-            self._h_span,
-            self._h_fenced,
+            self._h_code,
             self._h_wrap,
             self._h_xml,
             self._h_fn_after,
@@ -431,7 +420,6 @@ class TextToolFilter:
             return self._start_json(j, _P_UNTAGGED)
         elif self._at_start and c == "`" and _col_after(self._col, buf[self._gap_s : j]) <= 3:
             self._fence = _FenceHold(j)
-            self._ticks = 0
             self._mode = FENCE_OPEN
             return True
         self._flush_gap()
@@ -463,131 +451,24 @@ class TextToolFilter:
                 scan = j + 1
                 continue
             self._emit(buf[start:j])  # the column must be current for a fence line start
-            end = self._inline_span(j) if self._col > 3 else -1
+            # Fast path: a code span wholly in the buffer goes out with the prose around it.
+            end = inline_span_end(buf, j) if self._col > 3 else -1
             if end < 0:  # a possible fence, or a span not complete in the buffer
+                self._code = CodeScan(line_start=self._col <= 3)
                 self._pos = j
-                self._ticks = 0
-                self._tick_ls = self._col <= 3
-                self._mode = TICKS
+                self._mode = CODE
                 return True
             start, scan = j, end
 
-    def _inline_span(self, j: int) -> int:
-        """Fast path for a code span wholly in the buffer (R9): where it ends, or -1.
-
-        The span's text is emitted by the caller with the prose around it; anything this
-        cannot settle from the buffer alone goes through the ``TICKS``/``SPAN`` states.
-        """
-        buf = self._buf
-        n = len(buf)
-        k = _TICK_RUN.match(buf, j).end() - j  # type: ignore[union-attr]  # `* matches
-        pos = j + k
-        while pos < n:
-            m = _SPAN_STOP.search(buf, pos)
-            if m is None:
-                return -1
-            q = m.start()
-            if buf[q] == "\n":  # an unclosed span resets at the end of the line
-                return q + 1
-            r = _TICK_RUN.match(buf, q).end() - q  # type: ignore[union-attr]
-            pos = q + r
-            if pos >= n:
-                return -1
-            if r == k:
-                return pos
-        return -1
-
-    def _h_ticks(self) -> bool:
-        buf = self._buf
-        pos = self._pos
-        end = _TICK_RUN.match(buf, pos).end()  # type: ignore[union-attr]  # `* always matches
-        if end > pos:
-            self._ticks += end - pos
-            self._emit(buf[pos:end])
-            self._pos = end
-        if end == len(buf) and not self._eos:
-            return False
-        if self._span_n == 0:  # an opening run
-            self._span_n = self._ticks
-            self._span_fc = self._tick_ls and self._ticks >= 3
-        elif self._ticks == self._span_n:  # the matching closer
-            self._span_n = 0
+    def _h_code(self) -> bool:
+        code = self._code
+        assert code is not None
+        end, prose = code.scan(self._buf, self._pos, self._eos)
+        self._emit(self._buf[self._pos : end])
+        self._pos = end
+        if prose:
             self._mode = TEXT
-            return True
-        else:  # another run inside the span: a fence opener line cannot hold backticks
-            self._span_fc = False
-        self._mode = SPAN
-        return True
-
-    def _h_span(self) -> bool:
-        buf = self._buf
-        pos = self._pos
-        m = _SPAN_STOP.search(buf, pos)
-        if m is None:
-            self._emit(buf[pos:])
-            self._pos = len(buf)
-            return False
-        j = m.start()
-        if buf[j] == "`":
-            self._emit(buf[pos:j])
-            self._pos = j
-            self._ticks = 0
-            self._mode = TICKS
-            return True
-        self._emit(buf[pos : j + 1])
-        self._pos = j + 1
-        if self._span_fc:  # a whole opener line without backticks: a fenced block (R9)
-            self._fence_n = self._span_n
-            self._fl = _FL_SPACES
-            self._fk = 0
-            self._mode = FENCED
-        else:  # code spans reset at a newline (R9)
-            self._mode = TEXT
-        self._span_n = 0
-        return True
-
-    def _h_fenced(self) -> bool:
-        buf = self._buf
-        n = len(buf)
-        pos = self._pos
-        start = pos
-        while pos < n:
-            fl = self._fl
-            if fl == _FL_BODY:
-                j = buf.find("\n", pos)
-                if j < 0:
-                    pos = n
-                    break
-                pos = j + 1
-                self._fl = _FL_SPACES
-                self._fk = 0
-                continue
-            c = buf[pos]
-            if fl == _FL_SPACES:
-                if c == " " and self._fk < 3:
-                    self._fk += 1
-                elif c == "`":
-                    self._fl = _FL_TICKS
-                    self._fk = 1
-                else:
-                    self._fl = _FL_BODY
-                    continue
-            elif fl == _FL_TICKS and c == "`":
-                self._fk += 1
-            elif self._fk >= self._fence_n and c in " \t":
-                self._fl = _FL_TAIL
-            elif self._fk >= self._fence_n and c == "\n":
-                self._emit(buf[start : pos + 1])
-                self._pos = pos + 1
-                self._mode = TEXT
-                return True
-            else:
-                self._fl = _FL_BODY
-                continue
-            pos += 1
-        self._emit(buf[start:pos])
-        self._pos = pos
-        return False
+        return prose
 
     # ------------------------------------------------------------------------- block states
 
@@ -723,7 +604,7 @@ class TextToolFilter:
         assert fence is not None
         buf = self._buf
         if not fence.info:
-            end = _TICK_RUN.match(buf, self._pos).end()  # type: ignore[union-attr]
+            end = run_end(buf, self._pos)
             self._pos = end
             if end == len(buf) and not self._eos:
                 return False
