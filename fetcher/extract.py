@@ -45,8 +45,10 @@ PAGE_TEXT_LIMIT = 12_000
 REPORT_TEXT_LIMIT = 24_000
 
 _TITLE_LIMIT = 300
-# A render shorter than this, from a page with at least twice as much text, is a failure.
+# A render with fewer non-blank characters than this, from a page with at least
+# _MUCH_TEXT characters of text, is a failure (shared/notes/extraction.md, safety nets).
 _TOO_LITTLE = 200
+_MUCH_TEXT = 2_000
 
 # Text beyond this many non-blank characters cannot reach the first PAGE_TEXT_LIMIT
 # characters of the render; twice the limit leaves room for tables, whose cells render
@@ -259,8 +261,14 @@ def _non_space(text: str) -> int:
 
 
 def _too_little(text: str, page_chars: int) -> bool:
+    """Whether a render lost the page: nothing from a page with text, or a scrap of a big one.
+
+    Small pages are trusted: their render may rightly be short (a hidden element, a menu).
+    """
     shown = _non_space(text)
-    return shown < _TOO_LITTLE and page_chars > 2 * shown
+    if not shown:
+        return page_chars > 0
+    return shown < _TOO_LITTLE and page_chars >= _MUCH_TEXT
 
 
 def _parse(markup: str) -> HtmlElement | None:
@@ -292,7 +300,8 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     except (ValueError, RecursionError):
         links = ()
     drop_junk(root)
-    page_chars = text_length(root)
+    body = root.find("body")
+    page_chars = text_length(body if body is not None else root)
     prune_chrome(root)
     if page_chars > _RENDER_CHARS:
         trim_to_budget(root, _RENDER_CHARS)

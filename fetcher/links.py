@@ -2,7 +2,8 @@
 
 Pure functions. A link survives when it resolves (against ``<base href>`` or the page's final
 address) to an ``http`` or ``https`` address without user info and without a port other than
-443; it is then written as ``https://host/path?query`` (http upgraded, fragment dropped, host
+443 (or the port of the page itself: production pages are on 443 only, test origins are not);
+it is then written as ``https://host/path?query`` (http upgraded, fragment dropped, host
 lower-cased and IDNA-encoded, unsafe path characters percent-encoded) and kept only when its
 host is on the same site as the start page. Links are deduplicated and capped at
 :data:`MAX_LINKS`, main-content links first (inside ``main``/``article``/``[role=main]``), then
@@ -138,7 +139,10 @@ def site_of(host: str) -> str:
     return registrable if isinstance(registrable, str) else normal
 
 
-def _resolve(href: str, base: str) -> tuple[str, str] | None:
+_HTTPS_ONLY = frozenset({443})
+
+
+def _resolve(href: str, base: str, ports: frozenset[int] = _HTTPS_ONLY) -> tuple[str, str] | None:
     """Resolve an href: ``(address, host)``, or ``None``; see :func:`resolve_link`."""
     href = href.strip(_C0_AND_SPACE).translate(_HREF_NOISE)
     scheme = _SCHEME.match(href)
@@ -151,7 +155,7 @@ def _resolve(href: str, base: str) -> tuple[str, str] | None:
         return None
     if parts.scheme.lower() not in _SCHEMES or "@" in parts.netloc:
         return None
-    if port is not None and port != 443:
+    if port is not None and port not in ports:
         return None
     host = normalize_host(parts.hostname or "")
     if host is None:
@@ -160,24 +164,27 @@ def _resolve(href: str, base: str) -> tuple[str, str] | None:
     if _UNREADABLE.search(path):
         return None
     netloc = f"[{host}]" if ":" in host else host
+    if port is not None and port != 443:
+        netloc = f"{netloc}:{port}"
     query = quote(parts.query, safe=_QUERY_SAFE)
     address = f"https://{netloc}{path}?{query}" if query else f"https://{netloc}{path}"
     return address, host
 
 
-def resolve_link(href: str, base: str) -> str | None:
+def resolve_link(href: str, base: str, *, ports: frozenset[int] = _HTTPS_ONLY) -> str | None:
     """Resolve one ``href`` to the absolute https address the crawl would request.
 
     Args:
         href: The attribute value as written in the page.
         base: The address relative links resolve against (``<base href>`` or the page's).
+        ports: The ports a link may name explicitly (an explicit 443 is dropped).
 
     Returns:
         ``https://host[/path][?query]``, or ``None`` for links that cannot be followed:
-        other schemes (``javascript:``, ``mailto:``, ``data:`` ...), user info, a port other
-        than 443, a malformed host, or a file type the reader cannot read.
+        other schemes (``javascript:``, ``mailto:``, ``data:`` ...), user info, a port not
+        in ``ports``, a malformed host, or a file type the reader cannot read.
     """
-    resolved = _resolve(href, base)
+    resolved = _resolve(href, base, ports)
     return resolved[0] if resolved is not None else None
 
 
@@ -201,6 +208,7 @@ def same_site_links(
     site: str,
     exclude: str | None = None,
     limit: int = MAX_LINKS,
+    ports: frozenset[int] = _HTTPS_ONLY,
 ) -> tuple[str, ...]:
     """Resolve hrefs and keep the first ``limit`` distinct ones on ``site``.
 
@@ -218,6 +226,7 @@ def same_site_links(
         site: The site links must be on (a registrable domain, or any host of it).
         exclude: An address to leave out (the page itself).
         limit: The most links to return.
+        ports: The ports a link may name explicitly.
 
     Returns:
         Absolute https addresses, in the order given, without duplicates.
@@ -234,7 +243,7 @@ def same_site_links(
         if href in tried or _surely_elsewhere(href, wanted):
             continue
         tried.add(href)
-        resolved = _resolve(href, base)
+        resolved = _resolve(href, base, ports)
         if resolved is None or resolved[0] in seen:
             continue
         seen.add(resolved[0])
@@ -316,13 +325,18 @@ def page_links(root: HtmlElement, *, url: str, site: str | None = None) -> tuple
         At most :data:`MAX_LINKS` https addresses, main-content links first.
     """
     try:
-        own = resolve_link(url, url)
-        host = urlsplit(url).hostname or ""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        # Links may stay on the page's own port: 443 in production, where the downloader
+        # refuses any other; a test origin's port in tests.
+        ports = _HTTPS_ONLY | {parts.port} if parts.port else _HTTPS_ONLY
     except ValueError:
         return ()
+    own = resolve_link(url, url, ports=ports)
     return same_site_links(
         _ranked_hrefs(root),
         base=_base_address(root, url),
         site=site if site is not None else host,
         exclude=own,
+        ports=ports,
     )
