@@ -32,6 +32,9 @@ def main() -> None:
         server_header=False,
         timeout_graceful_shutdown=20,
         log_level="info",
+        # No access log: a line per request costs a write on the first-token path, and
+        # client addresses are not needed (the metrics count requests).
+        access_log=False,
     )
 
 

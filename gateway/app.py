@@ -238,6 +238,8 @@ async def _chat(state: _State, request: Request) -> Response:
         settle(mode, "client_closed")
         return Response(status_code=499)
     except GatewayError as exc:
+        if stats.error is not exc:
+            stats.fail(exc)
         settle(mode, _outcome(exc))
         return _error(exc)
     except BaseException:

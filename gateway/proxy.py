@@ -8,6 +8,7 @@ llama-server's old ``error:`` field becomes a standard ``data: {"error": ...}`` 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator, Callable
 
@@ -16,6 +17,9 @@ import httpx
 from gateway import sse
 from gateway.engine import engine_errors, error_from_payload
 from gateway.errors import EngineError, GatewayError
+
+#: Engine parts read in a row before the sender gets a turn.
+_YIELD_EVERY = 32
 
 
 def _boundary(buffer: bytes) -> int:
@@ -49,31 +53,71 @@ async def relay(
 ) -> AsyncGenerator[bytes, None]:
     """Forward an engine's SSE body, whole events at a time.
 
+    A reader task takes the engine's bytes as they come; this generator sends whatever
+    whole events have piled up since its last send. While the client keeps up, every
+    event goes out alone and at once; when the engine is faster, events go out together,
+    so the gateway's cost per token does not cap the stream's speed.
+
     Args:
         response: The engine's streaming response (status already checked).
         on_events: Called with the number of ``data:`` events in each forwarded piece.
         on_error: Called with the error that ended the stream early.
     """
+    pending = bytearray()
+    wake = asyncio.Event()
+    outcome: list[EngineError | None] = []
+
+    async def read() -> None:
+        parts = 0
+        try:
+            with engine_errors():
+                async for part in response.aiter_raw():
+                    pending.extend(part)
+                    wake.set()
+                    parts += 1
+                    # Parts already buffered by httpx come without a pause; let the sender
+                    # run now and then (at once for the first token) so a burst is not
+                    # held back until all of it has been read.
+                    if parts % _YIELD_EVERY == 1:
+                        await asyncio.sleep(0)
+        except EngineError as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+        finally:
+            wake.set()
+
+    reader = asyncio.create_task(read())
     buffer = b""
     done = False
     try:
-        with engine_errors():
-            async for part in response.aiter_raw():
-                buffer += part
-                cut = _boundary(buffer)
-                if not cut:
-                    continue
+        while True:
+            await wake.wait()
+            wake.clear()
+            finished = bool(outcome)
+            buffer += pending
+            pending.clear()
+            cut = _boundary(buffer)
+            if cut:
                 events, buffer = buffer[:cut], buffer[cut:]
                 if b"error:" in events:
                     events = _repair_old_errors(events)
                 done = done or b"data: [DONE]" in events or b"data:[DONE]" in events
                 on_events(events.count(b"data:"))
                 yield events
-    except EngineError as exc:
-        on_error(exc)
-        # Whatever partial event was buffered is dropped: a cut JSON line would reach the
+            if finished:
+                break
+    finally:
+        if not reader.done():
+            reader.cancel()
+        # Not "await reader": a second cancel would cut httpx's clean-up short.
+        await asyncio.wait({reader})
+    error = outcome[0] if outcome else None
+    if error is not None:
+        on_error(error)
+        # A partial event still buffered is dropped: a cut JSON line would reach the
         # client as a broken chunk.
-        yield sse.error_event(exc.body())
+        yield sse.error_event(error.body())
         return
     if buffer.strip():
         # The engine ended without the blank line after its last event.

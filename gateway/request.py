@@ -23,6 +23,7 @@ class ChatRequest:
         stream: ``stream: true``.
         web: The Web switch is on.
         include_usage: The client asked for usage chunks (``stream_options``).
+        raw: The body as received.
     """
 
     body: dict[str, Any]
@@ -30,9 +31,14 @@ class ChatRequest:
     stream: bool
     web: bool
     include_usage: bool
+    raw: bytes = b""
 
     def engine_body(self) -> bytes:
         """The body for pass-through: as sent, without the gateway's own switch."""
+        if WEB_SWITCH not in self.body and self.raw:
+            # Unchanged: forward the bytes as they came (no second encoding of a long
+            # conversation).
+            return self.raw
         body = {k: v for k, v in self.body.items() if k != WEB_SWITCH}
         return json.dumps(body, ensure_ascii=False).encode()
 
@@ -78,7 +84,7 @@ def parse_chat_request(raw: bytes) -> ChatRequest:
     if options is not None and not isinstance(options, dict):
         raise RequestError("'stream_options' must be an object.")
     include_usage = bool(stream and options and options.get("include_usage") is True)
-    return ChatRequest(body, model, stream, web, include_usage)
+    return ChatRequest(body, model, stream, web, include_usage, raw)
 
 
 def user_text(messages: list[dict[str, Any]]) -> str:

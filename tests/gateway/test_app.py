@@ -132,7 +132,8 @@ async def test_engine_unreachable_is_502(
     async with FakeEngine() as gone:
         dead = gone.url
     settings = make_settings(engine, engines=(EngineSettings(dead, ("test-model",)),))
-    async with gateway_at(settings=settings, tools=[FakeSearch()]) as url:
+    registry = CollectorRegistry()
+    async with gateway_at(settings=settings, tools=[FakeSearch()], registry=registry) as url:
         proxied = await http.post(f"{url}/v1/chat/completions", json=chat(), headers=AUTH)
         web = await http.post(
             f"{url}/v1/chat/completions",
@@ -142,6 +143,13 @@ async def test_engine_unreachable_is_502(
     assert proxied.status_code == 502
     assert proxied.json()["error"]["code"] == "engine_unreachable"
     assert web.status_code == 502
+    assert registry.get_sample_value("gateway_engine_errors_total", {"kind": "connect"}) == 2
+    assert (
+        registry.get_sample_value(
+            "gateway_chat_requests_total", {"mode": "proxy", "outcome": "engine_error"}
+        )
+        == 1
+    )
 
 
 async def test_engine_timeout_is_504(

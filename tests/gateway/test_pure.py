@@ -232,6 +232,11 @@ def test_pass_through_body_drops_only_the_switch() -> None:
     }
 
 
+def test_pass_through_body_without_the_switch_is_forwarded_as_received() -> None:
+    raw = b'{"model": "m",   "messages": [{"role": "user"}], "x": 1.0}'
+    assert parse_chat_request(raw).engine_body() == raw
+
+
 def test_usage_is_asked_only_with_stream_options() -> None:
     raw = (
         b'{"model": "m", "messages": [{"role": "user"}], "stream": true,'
