@@ -106,7 +106,7 @@ _CLOSERS: Final = (END_TOOL_CALL, END_FUNCTION)
 
 # Modes (ints: the dispatch runs once per decision and is on the hot path).
 GAP, TEXT, CODE, WRAP, XML, FN_AFTER, JSON, JSON_END, SKIP, FENCE_OPEN, FENCE_BETWEEN = range(11)
-_COMPACTABLE: Final = frozenset({TEXT, CODE})
+_COMPACTABLE: Final = frozenset({TEXT, CODE})  # states that keep no position but the cursor
 
 # JSON purposes: inside <tool_call> (R7) or untagged at the start (R8).
 _P_WRAP, _P_UNTAGGED = range(2)
@@ -231,10 +231,7 @@ class TextToolFilter:
             self._pos = 0
             self._note_visible(chunk)
             return FilterOutput(chunk, [], 0)
-        buf = self._buf
-        if self._mode in _COMPACTABLE and self._pos:
-            buf = buf[self._pos :]
-            self._pos = 0
+        buf = self._compacted()
         # Appending to a string nobody else references is done in place by CPython, which
         # keeps a long held block fed in tiny chunks linear instead of quadratic.
         self._buf = ""
@@ -262,6 +259,20 @@ class TextToolFilter:
         return out
 
     # ------------------------------------------------------------------------------ plumbing
+
+    def _compacted(self) -> str:
+        """The buffer without the text no state can look at again (positions shifted)."""
+        mode = self._mode
+        if mode in _COMPACTABLE or (mode == SKIP and self._fence is None):
+            cut = self._pos
+        elif mode == GAP:
+            cut = min(self._gap_s, self._pos)
+            self._gap_s -= cut
+            self._gap_e -= cut
+        else:  # a held block or fence: its start is still needed
+            return self._buf
+        self._pos -= cut
+        return self._buf[cut:] if cut else self._buf
 
     def _run(self) -> FilterOutput:
         handlers = self._handlers
