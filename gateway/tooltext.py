@@ -275,6 +275,7 @@ class TextToolFilter:
         return self._buf[cut:] if cut else self._buf
 
     def _run(self) -> FilterOutput:
+        """Run the states until one needs more text; collect what they released."""
         handlers = self._handlers
         while handlers[self._mode]():
             pass
@@ -285,6 +286,7 @@ class TextToolFilter:
         return FilterOutput(text, calls, bad)
 
     def _note_visible(self, s: str) -> None:
+        """Track what R9 and R10 need to know about the visible text."""
         self._vis_any = True
         last = s[-1]
         self._vis_ws_end = last.isspace()
@@ -312,12 +314,14 @@ class TextToolFilter:
         self._at_start = False
 
     def _add_call(self, call: TextToolCall) -> None:
+        """A complete call: released now, or held with an undecided answer-initial fence."""
         if self._fence is not None:
             self._fence.calls.append(call)
         else:
             self._calls.append(call)
 
     def _add_bad(self) -> None:
+        """A malformed block (R12), held like calls inside an undecided fence."""
         if self._fence is not None:
             self._fence.bad += 1
         else:
@@ -331,6 +335,7 @@ class TextToolFilter:
             self._at_start = False
 
     def _end_block(self, end: int) -> bool:
+        """A block ends at ``end``: whitespace and orphan closers after it are next (R10)."""
         self._pos = end
         if self._fence is not None:
             self._fence.item_end = end
@@ -373,6 +378,7 @@ class TextToolFilter:
         return self._end_block(len(self._buf))
 
     def _start_opener(self, tok: str, j: int) -> bool:
+        """A complete opener at ``j``: decide its body next (R3, R4)."""
         self._blk_start = j
         self._opener = tok
         self._pos = j + len(tok)
@@ -385,12 +391,14 @@ class TextToolFilter:
         return True
 
     def _start_xml(self, start: int, name: str | None) -> bool:
+        """Read one XML-form function from ``start`` (R5)."""
         self._xml = XmlFunctionScan(start, self._index.properties, name=name)
         self._pos = start
         self._mode = XML
         return True
 
     def _start_json(self, j: int, purpose: int) -> bool:
+        """Read one JSON value from ``j``, in a wrapper (R7) or untagged (R8)."""
         self._js = JsonScan(j, self._buf[j], keys=purpose == _P_UNTAGGED)
         self._js_purpose = purpose
         self._pos = j
@@ -400,6 +408,7 @@ class TextToolFilter:
     # ------------------------------------------------------------------------- prose states
 
     def _h_gap(self) -> bool:
+        """Whitespace before the answer or after a block, and what follows it (R8, R10)."""
         buf = self._buf
         m = NON_WS.search(buf, self._pos)
         if m is None:
@@ -438,6 +447,7 @@ class TextToolFilter:
         return True
 
     def _h_text(self) -> bool:
+        """Prose: emit in bulk up to an opener, a partial opener, or code (R2, R3, R9)."""
         buf = self._buf
         n = len(buf)
         start = scan = self._pos  # emit from start; look for the next stop from scan
@@ -472,6 +482,7 @@ class TextToolFilter:
             start, scan = j, end
 
     def _h_code(self) -> bool:
+        """Code: emitted as it comes, nothing detected (R9)."""
         code = self._code
         assert code is not None
         end, prose = code.scan(self._buf, self._pos, self._eos)
@@ -484,6 +495,7 @@ class TextToolFilter:
     # ------------------------------------------------------------------------- block states
 
     def _h_wrap(self) -> bool:
+        """After ``<tool_call>``: JSON form, XML form, or prose (R4)."""
         buf = self._buf
         m = NON_WS.search(buf, self._pos)
         if m is None:
@@ -505,6 +517,7 @@ class TextToolFilter:
         return self._release_opener()
 
     def _h_xml(self) -> bool:
+        """One XML-form function: a call, malformed, or a bare opener that was prose."""
         xml = self._xml
         assert xml is not None
         result = xml.scan(self._buf, self._eos)
@@ -519,6 +532,7 @@ class TextToolFilter:
         return self._after_function(xml.end, closed_wrapper=xml.closed_wrapper)
 
     def _after_function(self, end: int, *, closed_wrapper: bool) -> bool:
+        """After ``</function>``: a bare block ends; a wrapper may go on (R5)."""
         if closed_wrapper or not self._wrapped:
             return self._end_block(end)
         self._after = self._pos = end
@@ -526,6 +540,7 @@ class TextToolFilter:
         return True
 
     def _h_fn_after(self) -> bool:
+        """In a wrapper after ``</function>``: another function or the optional closer."""
         buf = self._buf
         m = NON_WS.search(buf, self._pos)
         if m is None:
@@ -543,6 +558,7 @@ class TextToolFilter:
         return self._end_block(self._after)  # the closer is optional (R5)
 
     def _h_json(self) -> bool:
+        """A JSON value: calls (R7, R8), malformed (R12), or an untagged ``{`` that is text."""
         js = self._js
         assert js is not None
         end = js.scan(self._buf)
@@ -586,6 +602,7 @@ class TextToolFilter:
         return True
 
     def _h_json_end(self) -> bool:
+        """After a wrapper's JSON: the optional ``</tool_call>`` (R7)."""
         buf = self._buf
         m = NON_WS.search(buf, self._pos)
         if m is None:
@@ -598,6 +615,7 @@ class TextToolFilter:
         return self._end_block(j + len(tok) if tok else self._after)
 
     def _h_skip(self) -> bool:
+        """A malformed block: hidden up to its closer (R12)."""
         buf = self._buf
         m = self._skip_re.search(buf, self._pos)
         if m is None:
@@ -611,6 +629,7 @@ class TextToolFilter:
     # ------------------------------------------------------------- answer-initial fence (R8)
 
     def _h_fence_open(self) -> bool:
+        """An answer-initial fence's opener line: backticks, then an info string (R8)."""
         fence = self._fence
         assert fence is not None
         buf = self._buf
@@ -635,6 +654,7 @@ class TextToolFilter:
         return True
 
     def _h_fence_between(self) -> bool:
+        """Inside an answer-initial fence: blocks, one call object, or the closing fence."""
         fence = self._fence
         assert fence is not None
         buf = self._buf
@@ -675,6 +695,7 @@ class TextToolFilter:
         return self._release_fence()
 
     def _accept_fence(self, end: int) -> bool:
+        """The fence held only calls: hide it and release what it produced (R8)."""
         fence = self._fence
         assert fence is not None
         self._fence = None
