@@ -41,16 +41,14 @@ class StreamResponse(Response):
         # Response's own __init__ renders a body; this response streams instead.
         self.stream = body
         self.status_code = status_code
-        self.extra_headers = {"content-type": media_type, "cache-control": "no-cache"}
-        self.extra_headers.update(headers or {})
+        self.media_type = media_type
+        self.background = None
+        self.init_headers({"cache-control": "no-cache", **(headers or {})})
         self.on_close = on_close
         #: Whether the client went away before the end.
         self.disconnected = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw_headers = [
-            (k.encode("latin-1"), v.encode("latin-1")) for k, v in self.extra_headers.items()
-        ]
         try:
             async with anyio.create_task_group() as group:
 
@@ -67,7 +65,7 @@ class StreamResponse(Response):
                     {
                         "type": "http.response.start",
                         "status": self.status_code,
-                        "headers": raw_headers,
+                        "headers": self.raw_headers,
                     }
                 )
                 async for chunk in self.stream:

@@ -473,3 +473,28 @@ async def test_disconnect_cancels_a_non_streaming_web_turn(
         with pytest.raises(asyncio.CancelledError):
             await request
         await asyncio.wait_for(engine.closed_early.wait(), 10)
+
+
+async def test_web_switch_without_configured_tools_is_refused_clearly(
+    gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    async with gateway_at() as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions", json=chat(thor_web_search=True), headers=AUTH
+        )
+    assert response.status_code == 400
+    assert "no tools are configured" in response.json()["error"]["message"]
+
+
+async def test_streamed_web_answer_has_the_event_stream_type(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(tool_reply(("web_search", '{"query": "a"}')), text_reply("ok"))
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions",
+            json=chat(thor_web_search=True, stream=True),
+            headers=AUTH,
+        )
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["cache-control"] == "no-cache"
