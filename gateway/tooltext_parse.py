@@ -263,9 +263,13 @@ def _convert(kind: str, raw: str) -> tuple[bool, Any]:
     """Convert ``raw`` to one JSON-schema type; ``(False, None)`` when it does not fit."""
     text = raw.strip()
     if kind == "integer" and _INT_RE.fullmatch(text):
-        return True, int(text)
+        try:
+            return True, int(text)
+        except ValueError:  # past Python's limit on digits in int(): keep it raw
+            return False, None
     if kind == "number" and _NUMBER_RE.fullmatch(text):
-        return True, json.loads(text)
+        value = decode_json(text)
+        return value is not INVALID, value
     if kind == "boolean" and text.lower() in ("true", "false"):
         return True, text.lower() == "true"
     if kind == "null" and text == "null":

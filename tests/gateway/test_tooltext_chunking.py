@@ -110,3 +110,9 @@ def test_random_text_over_a_tag_alphabet_agrees(answer: str) -> None:
     assert run(list(answer)) == whole
     text, _calls, _bad = whole
     assert len(text) <= len(answer)
+
+
+@given(st.text(max_size=60), st.lists(st.integers(0, 60), max_size=8))
+def test_any_text_is_handled_and_agrees(answer: str, points: list[int]) -> None:
+    whole = run([answer])
+    assert run(cut(answer, [p for p in points if p <= len(answer)])) == whole

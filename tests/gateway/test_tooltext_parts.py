@@ -133,6 +133,8 @@ def test_wrapped_arrays_are_all_or_nothing() -> None:
         ("1e3", {"type": "number"}, 1000.0),
         ("3", {"type": "number"}, 3),
         ("NaN", {"type": "number"}, "NaN"),
+        ("9" * 5000, {"type": "integer"}, "9" * 5000),
+        ("9" * 5000, {"type": "number"}, "9" * 5000),
         ("tRuE", {"type": "boolean"}, True),
         ("1", {"type": "boolean"}, "1"),
         ("[1]", {"type": "array"}, [1]),
