@@ -13,7 +13,7 @@ import pytest
 import trustme
 
 from fetcher.download import USER_AGENT, Downloader, Limits
-from fetcher.outcome import Downloaded, Failed, HopRecord, Outcome
+from fetcher.outcome import Downloaded, Failed, HopRecord, IPAddress, Outcome
 from fetcher.reasons import Reason
 from fetcher.resolver import StaticResolver
 from tests.support.fixtures import policy_for
@@ -83,7 +83,7 @@ class RebindingResolver:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def resolve(self, host: str) -> list[IPv4Address]:
+    async def resolve(self, host: str) -> list[IPAddress]:
         self.calls += 1
         return [LOOPBACK] if self.calls == 1 else [IPv4Address("127.0.0.2")]
 

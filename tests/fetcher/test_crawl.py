@@ -1,0 +1,210 @@
+"""The two-hop crawl against a real local HTTPS site (SPEC 7 steps 8-10)."""
+
+from __future__ import annotations
+
+import ssl
+
+from fetcher.crawl import crawl
+from fetcher.download import Downloader, Limits
+from fetcher.extract import REPORT_TEXT_LIMIT
+from fetcher.reasons import Reason
+from fetcher.report import PageFailed, PageRead, Report
+from fetcher.resolver import StaticResolver
+from tests.support.fixtures import policy_for
+from tests.support.origin import Origin, Reply, html, redirect
+
+ALLOWED = ("origin.test",)
+
+
+def page(title: str, *links: str, body: str = "") -> Reply:
+    anchors = "".join(f'<li><a href="{link}">{link}</a></li>' for link in links)
+    return html(
+        f"<html><head><title>{title}</title></head><body><main><h1>{title}</h1>"
+        f"<p>{body or 'Text of ' + title}.</p><ul>{anchors}</ul></main></body></html>"
+    )
+
+
+def read_urls(report: Report) -> list[tuple[str, int]]:
+    return [(p.requested_url, p.depth) for p in report.pages]
+
+
+async def test_crawl_is_breadth_first_up_to_two_hops_and_six_pages(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = page("Start", "/a", "/b", "/c")
+    origin.routes["/a"] = page("A", "/a1", "/a2")
+    origin.routes["/b"] = page("B", "/b1")
+    origin.routes["/c"] = page("C")
+    origin.routes["/a1"] = page("A1", "/a1x")
+    origin.routes["/a2"] = page("A2")
+    origin.routes["/b1"] = page("B1")
+    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    assert read_urls(report) == [
+        (origin.url("/"), 0),
+        (origin.url("/a"), 1),
+        (origin.url("/b"), 1),
+        (origin.url("/c"), 1),
+        (origin.url("/a1"), 2),
+        (origin.url("/a2"), 2),
+    ]
+    assert report.failures == ()
+    first = report.pages[0]
+    assert first.title == "Start"
+    assert "Text of Start." in first.text
+    assert first.status == 200
+    assert first.bytes > 0
+    assert {r.target for r in origin.requests} == {"/", "/a", "/b", "/c", "/a1", "/a2"}
+
+
+async def test_third_hop_is_never_read(origin: Origin, downloader: Downloader) -> None:
+    origin.routes["/"] = page("Start", "/a")
+    origin.routes["/a"] = page("A", "/b")
+    origin.routes["/b"] = page("B", "/c")
+    origin.routes["/c"] = page("C")
+    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    assert [depth for _, depth in read_urls(report)] == [0, 1, 2]
+    assert "/c" not in {r.target for r in origin.requests}
+
+
+async def test_smaller_page_limit_is_respected(origin: Origin, downloader: Downloader) -> None:
+    origin.routes["/"] = page("Start", "/a", "/b")
+    origin.routes["/a"] = page("A")
+    origin.routes["/b"] = page("B")
+    report = await crawl(
+        origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, page_limit=2
+    )
+    assert len(report.pages) == 2
+    one = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, page_limit=1)
+    assert read_urls(one) == [(origin.url("/"), 0)]
+
+
+async def test_links_to_other_sites_are_not_followed(
+    origin: Origin, downloader: Downloader
+) -> None:
+    other = origin.url("/x", host="other.test")
+    origin.routes["/"] = page("Start", other, "/a", origin.url("/d", host="docs.origin.test"))
+    origin.routes["/a"] = page("A")
+    origin.routes["/d"] = page("Docs")
+    origin.routes["/x"] = page("Other")
+    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    assert [url for url, _ in read_urls(report)] == [
+        origin.url("/"),
+        origin.url("/a"),
+        origin.url("/d", host="docs.origin.test"),
+    ]
+
+
+async def test_redirect_may_leave_the_site_but_links_stay_on_the_start_site(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = page("Start", "/go")
+    origin.routes["/go"] = redirect(origin.url("/landing", host="other.test"))
+    origin.routes["/landing"] = page(
+        "Landing", origin.url("/deeper", host="other.test"), origin.url("/back")
+    )
+    origin.routes["/back"] = page("Back")
+    origin.routes["/deeper"] = page("Deeper")
+    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    landing = report.pages[1]
+    assert landing.requested_url == origin.url("/go")
+    assert landing.final_url == origin.url("/landing", host="other.test")
+    assert [p.title for p in report.pages] == ["Start", "Landing", "Back"]
+    assert "/deeper" not in {r.target for r in origin.requests}
+
+
+async def test_the_same_address_is_never_read_twice(origin: Origin, downloader: Downloader) -> None:
+    origin.routes["/"] = page(
+        "Start", "/a", "/a#part", origin.url("/a", host="ORIGIN.test"), "/", "/r"
+    )
+    origin.routes["/a"] = page("A", "/", "/a")
+    origin.routes["/r"] = redirect("/a")
+    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    targets = [r.target for r in origin.requests]
+    assert targets.count("/") == 1
+    assert targets.count("/a") == 2  # once as a link, once as the end of /r's redirect
+    # The redirect's landing page was already read: its text is not repeated.
+    assert [p.title for p in report.pages] == ["Start", "A"]
+
+
+async def test_failed_pages_get_one_line_each_and_the_rest_is_read(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = page("Start", "/missing", "/pdf", "/ok")
+    origin.routes["/pdf"] = Reply(headers=(("Content-Type", "application/pdf"),), body=b"%PDF")
+    origin.routes["/ok"] = page("Fine")
+    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    assert [p.title for p in report.pages] == ["Start", "Fine"]
+    assert [(f.url, f.reason, f.depth) for f in report.failures] == [
+        (origin.url("/missing"), Reason.HTTP_STATUS, 1),
+        (origin.url("/pdf"), Reason.CONTENT_TYPE, 1),
+    ]
+    assert not report.first_page_failed
+
+
+async def test_first_page_failure_is_reported_plainly_with_nothing_else(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = html("gone", status=500)
+    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    assert report.first_page_failed
+    assert report.pages == ()
+    assert [(f.url, f.reason, f.depth) for f in report.failures] == [
+        (origin.url("/"), Reason.HTTP_STATUS, 0)
+    ]
+
+
+async def test_start_host_outside_the_allowed_hosts_is_refused(
+    origin: Origin, downloader: Downloader
+) -> None:
+    report = await crawl(origin.url("/"), allowed_hosts=("other.test",), downloader=downloader)
+    assert report.failures[0].reason is Reason.NOT_IN_ANSWER
+    assert origin.requests == []
+
+
+async def test_slow_page_is_reported_as_timeout_at_the_deadline(
+    origin: Origin, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
+) -> None:
+    origin.routes["/"] = page("Start", "/slow", "/quick")
+    origin.routes["/slow"] = Reply(body=b"<p>late</p>", delay=10)
+    origin.routes["/quick"] = page("Quick", "/never")
+    origin.routes["/never"] = page("Never")
+    async with Downloader(
+        policy=policy_for(origin),
+        resolver=resolver,
+        ssl_context=client_ssl_context,
+        limits=Limits(page_timeout=5.0),
+    ) as downloader:
+        report = await crawl(
+            origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, deadline=0.6
+        )
+    assert [p.title for p in report.pages] == ["Start", "Quick"]
+    assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/slow"), Reason.TIMEOUT)]
+    assert report.elapsed_ms < 5000
+
+
+async def test_report_text_is_cut_to_the_report_limit(
+    origin: Origin, downloader: Downloader
+) -> None:
+    long = " ".join(["word"] * 4000)  # 20k characters: cut to 12,000 per page
+    origin.routes["/"] = page("Start", "/a", "/b", "/c", body=long)
+    for name in ("a", "b", "c"):
+        origin.routes[f"/{name}"] = page(name, body=long)
+    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    assert sum(len(p.text) for p in report.pages) <= REPORT_TEXT_LIMIT
+    assert all(len(p.text) <= 12_000 for p in report.pages)
+    assert len(report.pages[0].text) > 11_000
+
+
+async def test_each_page_is_announced_as_it_finishes(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = page("Start", "/a", "/missing")
+    origin.routes["/a"] = page("A")
+    events: list[PageRead | PageFailed] = []
+    report = await crawl(
+        origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, on_page=events.append
+    )
+    assert len(events) == 3
+    assert {type(e) for e in events} == {PageRead, PageFailed}
+    assert {e.depth for e in events} == {0, 1}
+    assert len(report.pages) + len(report.failures) == 3
