@@ -242,6 +242,7 @@ class ChatTurn:
         offered = self._tools.names
         required = {name: self._tools.required_arguments(name) for name in offered}
         base = {k: v for k, v in self._body.items() if k not in _LOOP_FIELDS}
+        refused = False
         while state.phase is not Phase.DONE:
             support = self._memory.get(self._engine.url, RequiredSupport.UNKNOWN)
             plan = next_round(state, support)
@@ -266,11 +267,16 @@ class ChatTurn:
                     yield event
             except EngineStatusError as exc:
                 if plan.tool_choice == "required" and exc.status in (400, 422):
-                    # The engine refuses "required": remember it, retry with "auto".
-                    self._memory[self._engine.url] = RequiredSupport.REFUSED
+                    # The engine may refuse "required": retry with "auto". It is remembered
+                    # only once the retry is accepted, so a 400 for another reason (a
+                    # prompt too long) does not mark the engine.
                     refused_required(state)
+                    refused = True
                     continue
                 raise
+            if refused:
+                refused = False
+                self._memory[self._engine.url] = RequiredSupport.REFUSED
             raw_calls = result.structured + result.text_calls
             outcome = RoundOutcome(
                 calls=len(raw_calls),

@@ -285,6 +285,17 @@ async def test_a_second_answer_without_calls_is_accepted(
     assert len(engine.chats) == 2
 
 
+async def test_a_400_repeated_with_auto_does_not_mark_the_engine(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    memory: dict[str, RequiredSupport] = {}
+    engine.script(error_reply(400, "prompt too long"), error_reply(400, "prompt too long"))
+    with pytest.raises(EngineStatusError, match="prompt too long"):
+        await run(make_turn(client, engine, [FakeSearch()], memory=memory))
+    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto"]
+    assert memory == {}
+
+
 async def test_other_engine_errors_are_not_retried(
     engine: FakeEngine, client: EngineClient
 ) -> None:
