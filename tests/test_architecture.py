@@ -1,0 +1,75 @@
+"""The shape rules of ARCHITECTURE.md, kept by scanning the code.
+
+- Data flows one way: ``fetcher`` never imports ``gateway``; ``gateway`` imports from the
+  fetcher side only the client and the generated contract.
+- No shipped module builds a loosened policy: ``Policy(...)`` is only ever called with no
+  arguments outside the tests, so no setting, flag or variable can switch a rule off.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GATEWAY_MAY_IMPORT = ("fetcher.client", "fetcher.v1")
+
+
+def modules(package: str) -> list[Path]:
+    return sorted(p for p in (ROOT / package).rglob("*.py") if "v1" not in p.parts)
+
+
+def imports(path: Path) -> Iterator[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+@pytest.mark.parametrize("path", modules("fetcher"), ids=lambda p: p.name)
+def test_fetcher_never_imports_gateway(path: Path) -> None:
+    assert not [name for name in imports(path) if name.split(".")[0] == "gateway"]
+
+
+@pytest.mark.parametrize("path", modules("gateway"), ids=lambda p: p.name)
+def test_gateway_imports_only_the_client_and_the_contract_from_the_fetcher(path: Path) -> None:
+    foreign = [
+        name
+        for name in imports(path)
+        if name.split(".")[0] == "fetcher"
+        and name != "fetcher"
+        and not name.startswith(GATEWAY_MAY_IMPORT)
+    ]
+    assert foreign == []
+
+
+def policy_calls_with_arguments(path: Path) -> list[int]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = (
+                node.func.attr
+                if isinstance(node.func, ast.Attribute)
+                else getattr(node.func, "id", "")
+            )
+            if name == "Policy" and (node.args or node.keywords):
+                lines.append(node.lineno)
+    return lines
+
+
+@pytest.mark.parametrize("path", modules("fetcher") + modules("gateway"), ids=lambda p: p.name)
+def test_shipped_code_only_builds_the_production_policy(path: Path) -> None:
+    assert policy_calls_with_arguments(path) == []
+
+
+def test_the_scan_would_see_a_loosened_policy(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("from fetcher.policy import Policy\np = Policy(exempt=())\nq = Policy()\n")
+    assert policy_calls_with_arguments(sample) == [2]
