@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -29,8 +28,6 @@ TEST_TIMEOUTS = Timeouts(
     engine_connect=2.0, engine_read=5.0, tool=5.0, keepalive=2.0, models_cache=60.0
 )
 
-HAVE_TOOLTEXT = importlib.util.find_spec("gateway.tooltext") is not None
-
 
 @dataclass
 class _PlainOutput:
@@ -40,7 +37,8 @@ class _PlainOutput:
 
 
 class PlainFilter:
-    """A filter that finds no calls: for tests about structured calls only."""
+    """A filter that finds no calls: loop tests about structured calls stay independent
+    of the text filter's rules."""
 
     def __init__(self, tools: list[dict[str, Any]]) -> None:
         self.tools = tools
@@ -50,11 +48,6 @@ class PlainFilter:
 
     def close(self) -> _PlainOutput:
         return _PlainOutput("")
-
-
-def filter_factory() -> FilterFactory:
-    """The real filter once it exists, else the plain stand-in."""
-    return default_filter if HAVE_TOOLTEXT else PlainFilter
 
 
 def search_schema(name: str = "web_search") -> dict[str, Any]:
@@ -180,7 +173,7 @@ def gateway_at(engine: FakeEngine) -> GatewayFactory:
             settings or make_settings(engine),
             tools=tools,
             registry=registry,
-            filter_factory=filters or filter_factory(),
+            filter_factory=filters or default_filter,
         )
         async with serve(app) as url:
             yield url
