@@ -45,9 +45,10 @@ Choices where SPEC 4a leaves room
   end of stream a missing ``</function>`` is still malformed (R11).
 * A lone complete opener at end of stream (``<tool_call>`` or an offered ``<function=NAME>``)
   is malformed; a partial opener is released as text.
-* An untagged answer-initial ``{`` or fence whose JSON is unfinished at end of stream is
-  released as text (it was never recognised as a call); a tagged block cut short is hidden
-  and counted malformed.
+* An answer-initial ``{`` is an opener (R2), so JSON after it that is unfinished at end of
+  stream is a block cut short: hidden and counted (R11), in a fence too. It is decided as
+  early as the text allows: a top-level key no call object has, or anything that is not JSON,
+  releases it as text at once, so a plain JSON answer is not held (R3).
 * Only ```` ``` ```` fences are code (R9 names no other); ``~~~`` is prose. A fence opener line
   whose info string holds a backtick is an inline code span (CommonMark). An unmatched
   backtick run hides detection until the end of its line (holding the line to see whether a
@@ -564,9 +565,7 @@ class TextToolFilter:
         end = js.scan(self._buf)
         purpose = self._js_purpose
         if end == SCAN_NEED:
-            if not self._eos:
-                return False
-            return self._release_untagged() if purpose == _P_UNTAGGED else self._cut()
+            return self._eos and self._cut()  # R11: unfinished JSON
         if end == SCAN_FAIL:
             if purpose == _P_UNTAGGED:
                 return self._release_untagged()

@@ -444,13 +444,10 @@ RULES: list[tuple[str, str, str, Calls, int]] = [
         RJ,
         0,
     ),
-    (
-        "R8-untagged-unfinished-released",
-        '{"name": "web_search", "arguments": {"qu',
-        '{"name": "web_search", "arguments": {"qu',
-        [],
-        0,
-    ),
+    ("R8-untagged-unfinished-is-cut", '{"name": "web_search", "arguments": {"qu', "", [], 1),
+    ("R8-untagged-unfinished-not-call-released", '{"answer": "it is', '{"answer": "it is', [], 0),
+    ("R8-fence-unfinished-is-cut", '```json\n{"name": "web_search", "argu', "", [], 1),
+    ("R8-fence-unfinished-code-released", "```json\n[1, 2", "```json\n[1, 2", [], 0),
     (
         "R8-fence-json",
         '```json\n{"name": "web_search", "arguments": {"query": "q"}}\n```\nok',
