@@ -83,8 +83,8 @@ def _table(summary: dict[str, dict[str, float]]) -> str:
     for group in sorted(summary, key=lambda g: (g == "all", g)):
         row = summary[group]
         lines.append(
-            f"| {group} | {row['pages']:.0f} | {row['ours_recall']:.3f} "
-            f"| {row['inscriptis_recall']:.3f} "
+            f"| {group} | {row['pages']:.0f} | {row['ours_recall']:.4f} "
+            f"| {row['inscriptis_recall']:.4f} "
             f"| {row['ours_empty']:.0f}/{row['inscriptis_empty']:.0f} "
             f"| {row['ours_seconds']:.2f} | {row['inscriptis_seconds']:.2f} "
             f"| {row['inscriptis_seconds'] / row['ours_seconds']:.2f}x |"

@@ -65,10 +65,11 @@ _CHROME_ROLES = (
 )
 
 
-# libxml2 does the scanning; Python sees only candidates. ``iter(tags)`` is the cheapest scan,
-# and the one attribute xpath below is cheaper than one per rule.
-_MARKED_XPATH = "//body//*[@role or @hidden or @aria-hidden or @style]"
-_NAMED_XPATH = "//body//*/@class | //body//*/@id"
+# libxml2 does the scanning; Python sees only candidates. ``iter(tags)`` is the cheapest scan;
+# for attributes, selecting the attribute values themselves is about twice as fast as
+# selecting elements by an attribute predicate (each value knows its element and name).
+_MARKED_XPATH = "//body//@role | //body//@hidden | //body//@aria-hidden | //body//@style"
+_NAMED_XPATH = "//body//@class | //body//@id"
 
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
 
@@ -202,11 +203,12 @@ def _hinted_elements(root: HtmlElement) -> list[HtmlElement]:
     return [found[index] for index in sorted(found)]
 
 
-def _is_hidden(element: HtmlElement) -> bool:
-    if element.get("hidden") is not None or element.get("aria-hidden") == "true":
+def _is_hidden(name: str, value: str) -> bool:
+    if name == "hidden":
         return True
-    style = element.get("style")
-    return style is not None and _HIDDEN_STYLE.search(style) is not None
+    if name == "aria-hidden":
+        return value.strip().lower() == "true"
+    return _HIDDEN_STYLE.search(value) is not None
 
 
 def prune_chrome(root: HtmlElement) -> None:
@@ -218,10 +220,12 @@ def prune_chrome(root: HtmlElement) -> None:
     Args:
         root: The document root, changed in place.
     """
-    marked = root.xpath(_MARKED_XPATH)
+    marked = [
+        (str(value.attrname), str(value), value.getparent()) for value in root.xpath(_MARKED_XPATH)
+    ]
     articles = list(root.iter("article", "main"))
     mains = [e for e in articles if e.tag == "main"]
-    mains += [e for e in marked if e.get("role") == "main"]
+    mains += [element for name, value, element in marked if name == "role" and value == "main"]
     # Sets of the elements that hold a <main> / any content element, built once, so each
     # guard below is a set lookup rather than a scan of the candidate's subtree.
     # Chrome landmarks often hold <article> teasers (related stories), so only a <main>
@@ -231,11 +235,13 @@ def prune_chrome(root: HtmlElement) -> None:
     for element in list(root.iter(*_CHROME_TAGS)):
         if element not in holds_main:
             _drop(element)
-    for element in marked:
-        if element.get("role") in _CHROME_ROLES:
-            if element not in holds_main:
+    for name, value, element in marked:
+        if element.tag in ("html", "body"):
+            continue
+        if name == "role":
+            if value in _CHROME_ROLES and element not in holds_main:
                 _drop(element)
-        elif _is_hidden(element) and element not in holds_content:
+        elif _is_hidden(name, value) and element not in holds_content:
             _drop(element)
     for element in list(root.iter("header", "footer")):
         if element not in holds_content and not _inside_content(element):

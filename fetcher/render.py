@@ -79,7 +79,58 @@ _UNWRAP = (
 _HEADINGS = {f"h{level}": "#" * level + " " for level in range(1, 7)}
 _FENCE = "```"
 _SPACE_RUN = re.compile(" {3,}")
+_HEADING_LINE = re.compile("#{1,6} ")
 _LEADING_PREFIX = re.compile(r"\s*(?:[*+o-] |\d+\. )?")
+
+
+_KNOWN_SLOTS = (
+    "align", "annotation", "canvas", "display", "limit_whitespace_affixes", "list_bullet",
+    "margin_after", "margin_before", "padding_inline", "prefix", "previous_margin_after",
+    "suffix", "tag", "valign", "whitespace",
+)  # fmt: skip
+
+
+class _QuickCopy(CssElement):  # type: ignore[misc]  # inscriptis is untyped
+    """A CSS element that copies itself in straight-line code.
+
+    inscriptis copies a profile element for every element it renders, with a loop of
+    ``getattr``/``setattr`` over 15 slots; this is five times faster, a tenth of the render.
+    Used only while inscriptis has exactly the slots below (see :data:`_Css`).
+    """
+
+    __slots__ = ()
+
+    def __copy__(self) -> _QuickCopy:
+        new = object.__new__(_QuickCopy)
+        new.align = self.align
+        new.annotation = self.annotation
+        new.canvas = self.canvas
+        new.display = self.display
+        new.limit_whitespace_affixes = self.limit_whitespace_affixes
+        new.list_bullet = self.list_bullet
+        new.margin_after = self.margin_after
+        new.margin_before = self.margin_before
+        new.padding_inline = self.padding_inline
+        new.prefix = self.prefix
+        new.previous_margin_after = self.previous_margin_after
+        new.suffix = self.suffix
+        new.tag = self.tag
+        new.valign = self.valign
+        new.whitespace = self.whitespace
+        return new
+
+
+# Another inscriptis version may add a slot that the quick copy would miss.
+_Css: type[CssElement] = (
+    _QuickCopy if tuple(sorted(CssElement.__slots__)) == _KNOWN_SLOTS else CssElement
+)
+
+
+def _as_css(element: CssElement) -> CssElement:
+    converted = object.__new__(_Css)
+    for slot in CssElement.__slots__:
+        setattr(converted, slot, getattr(element, slot))
+    return converted
 
 
 class _Profile(dict[str, CssElement]):
@@ -89,7 +140,7 @@ class _Profile(dict[str, CssElement]):
     element with ``white-space: normal``, which is why ``<pre><code>`` lost its newlines.
     """
 
-    _fallback = CssElement(whitespace=_INHERIT)
+    _fallback = _Css(whitespace=_INHERIT)
 
     def get(self, key: str, default: Any = None) -> Any:
         return super().get(key, self._fallback)
@@ -98,21 +149,21 @@ class _Profile(dict[str, CssElement]):
 def _build_profile() -> _Profile:
     css = _Profile()
     for tag, strict in CSS_PROFILES["strict"].items():
-        element = copy.copy(strict)
+        element = _as_css(strict)
         if element.whitespace is WhiteSpace.normal and tag != "body":
             element.whitespace = _INHERIT
         css[tag] = element
     for tag in _BLOCKS:
-        css[tag] = CssElement(display=Display.block, whitespace=_INHERIT)
-    css["dd"] = CssElement(display=Display.block, padding_inline=2, whitespace=_INHERIT)
+        css[tag] = _Css(display=Display.block, whitespace=_INHERIT)
+    css["dd"] = _Css(display=Display.block, padding_inline=2, whitespace=_INHERIT)
     for tag in ("ul", "ol"):
-        css[tag] = CssElement(display=Display.block, padding_inline=2, whitespace=_INHERIT)
+        css[tag] = _Css(display=Display.block, padding_inline=2, whitespace=_INHERIT)
     for tag in ("pre", "xmp", "listing", "plaintext"):
-        css[tag] = CssElement(
+        css[tag] = _Css(
             display=Display.block, margin_before=1, margin_after=1, whitespace=WhiteSpace.pre
         )
     for tag in ("head", "title", "script", "style", "template", "link", "meta"):
-        css[tag] = CssElement(display=Display.none)
+        css[tag] = _Css(display=Display.none)
     return css
 
 
@@ -219,28 +270,40 @@ def render(root: HtmlElement) -> str:
 
 
 def squeeze_layout(text: str) -> str:
-    """Remove the spaces inscriptis lays text out with, outside fenced code blocks.
+    """Remove the spaces and blank lines inscriptis lays text out with, outside code blocks.
 
     Table columns are padded to their widest cell and a cell in a second column is
     indented by the width of the first, so a layout table can spend a quarter of the page
-    budget on spaces. Outside code, lines lose their indentation and runs of three or more
-    spaces shrink to two, which still separates table cells. Nested list items stay
-    distinguishable by their bullets (``*``, ``+``, ``o``, ``-``). Works line by line, so
-    squeezing the head of a text gives the head of the squeezed text.
+    budget on spaces. Outside fenced code, lines lose their indentation and runs of three or
+    more spaces shrink to two, which still separates table cells; nested list items stay
+    distinguishable by their bullets (``*``, ``+``, ``o``, ``-``). inscriptis never wraps
+    lines, so every paragraph is one line and the blank line between two paragraphs tells
+    the reader nothing: only blank lines before a heading or a code block stay. On the
+    corpus this puts 0.1-0.2 points more of the article into the page budget.
+
+    Works line by line (looking one line ahead), so squeezing the head of a text gives the
+    head of the squeezed text, up to its last line.
 
     Args:
         text: Rendered, normalised text.
 
     Returns:
-        The text with layout spaces removed.
+        The text with layout spaces and paragraph gaps removed.
     """
     lines = text.split("\n")
+    kept: list[str] = []
     in_code = False
     for index, line in enumerate(lines):
         if line.startswith(_FENCE):
             in_code = not in_code
-        elif not in_code and "  " in line:
-            lines[index] = _SPACE_RUN.sub("  ", line.lstrip(" "))
-        elif not in_code and line.startswith(" "):
-            lines[index] = line.lstrip(" ")
-    return "\n".join(lines)
+        elif in_code:
+            pass
+        elif not line:
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            if not (following.startswith(_FENCE) or _HEADING_LINE.match(following)):
+                continue
+        elif line.startswith(" ") or "   " in line:
+            kept.append(_SPACE_RUN.sub("  ", line.lstrip(" ")))
+            continue
+        kept.append(line)
+    return "\n".join(kept)

@@ -34,7 +34,7 @@ def test_html_page_gives_title_text_and_links() -> None:
     )
     assert doc == Document(
         title="The Title",
-        text="# Head\n\nBody next",
+        text="# Head\nBody next",
         links=("https://www.example.com/next", "https://www.example.com/home"),
     )
 
@@ -129,7 +129,7 @@ def test_xml_declaration_does_not_stop_parsing() -> None:
 
 
 def test_nul_bytes_do_not_truncate_the_text() -> None:
-    assert _read(b"<p>a\x00b</p><p>c</p>").text == "a\ufffdb\n\nc"
+    assert _read(b"<p>a\x00b</p><p>c</p>").text == "a\ufffdb\nc"
 
 
 @given(st.binary(max_size=2_000))

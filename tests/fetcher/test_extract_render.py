@@ -24,7 +24,7 @@ def test_pre_code_keeps_newlines_and_indentation() -> None:
 
 def test_code_blocks_are_fenced() -> None:
     text = _text("<p>Run:</p><pre>make test\nmake lint</pre><p>Done.</p>")
-    assert text == "Run:\n\n```\nmake test\nmake lint\n```\n\nDone."
+    assert text == "Run:\n\n```\nmake test\nmake lint\n```\nDone."
 
 
 def test_unknown_elements_inside_pre_keep_whitespace() -> None:
@@ -74,7 +74,7 @@ def test_block_elements_do_not_run_words_together(tag: str) -> None:
 
 def test_nested_divs_are_not_indented() -> None:
     text = _text("<div><div><div><div><p>deep text</p></div></div></div></div><p>next</p>")
-    assert text == "deep text\n\nnext"
+    assert text == "deep text\nnext"
 
 
 def test_list_items_get_bullets_and_numbers() -> None:
@@ -113,9 +113,14 @@ def test_spans_side_by_side_keep_their_spacing() -> None:
     assert text == "Hello, world!"
 
 
-def test_blank_runs_are_collapsed_and_trailing_spaces_stripped() -> None:
+def test_paragraphs_are_one_line_each_without_gaps_or_trailing_spaces() -> None:
     text = _text("<p>a   </p><br><br><br><br><p>b</p>")
-    assert text == "a\n\nb"
+    assert text == "a\nb"
+
+
+def test_a_blank_line_stays_before_headings_and_code() -> None:
+    text = _text("<p>intro</p><h2>Part</h2><p>text</p><pre>code\n\nmore</pre><p>end</p>")
+    assert text == "intro\n\n## Part\ntext\n\n```\ncode\n\nmore\n```\nend"
 
 
 def test_nbsp_zero_width_and_soft_hyphen_are_normalised() -> None:
