@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import httpx
 
 TOKENS = 2000
-ROUNDS = 12
+ROUNDS = 20
 SHORT_TOKENS = 16
 SHORT_ROUNDS = 200
 WARMUP = 2
