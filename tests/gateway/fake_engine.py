@@ -286,6 +286,11 @@ class FakeEngine:
             return True
         self.chat_received.set()
         reply = self.replies.popleft() if self.replies else text_reply("(unscripted)")
+        if not body.get("stream") and reply.steps and isinstance(reply.steps[0], Stall):
+            # A non-streaming answer that never comes: wait for the client to give up.
+            await reader.read(1)
+            self.closed_early.set()
+            return False
         if reply.body is not None or not body.get("stream"):
             payload = reply.body if reply.body is not None else completion_body("(unscripted)")
             await self._json(writer, reply.status, payload)

@@ -460,6 +460,21 @@ async def test_disconnect_cancels_tool_work(
         await asyncio.wait_for(slow.cancelled.wait(), 10)
 
 
+async def test_disconnect_cancels_a_non_streaming_proxied_request(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(Reply([Stall()]))
+    async with gateway_at() as url:
+        request = asyncio.create_task(
+            http.post(f"{url}/v1/chat/completions", json=chat(), headers=AUTH)
+        )
+        await engine.chat_received.wait()
+        request.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        await asyncio.wait_for(engine.closed_early.wait(), 10)
+
+
 async def test_disconnect_cancels_a_non_streaming_web_turn(
     engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
 ) -> None:
