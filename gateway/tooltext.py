@@ -176,8 +176,7 @@ class TextToolFilter:
         self._vis_ws_end = False
         self._col = 0
         # The pending whitespace run (R10) and whether it leads the answer (R8, R10).
-        self._at_start = True
-        self._gap_lead = True
+        self._gap_lead = True  # nothing but whitespace so far: the answer's start (R8)
         self._gap_on = True
         self._gap_s = 0
         self._gap_e = 0
@@ -312,7 +311,6 @@ class TextToolFilter:
             if self._gap_lead or (self._vis_any and not self._vis_ws_end):
                 self._emit(self._buf[self._gap_s : self._gap_e])
         self._gap_lead = False
-        self._at_start = False
 
     def _add_call(self, call: TextToolCall) -> None:
         """A complete call: released now, or held with an undecided answer-initial fence."""
@@ -333,7 +331,6 @@ class TextToolFilter:
         if self._fence is None:
             self._gap_on = False
             self._gap_lead = False
-            self._at_start = False
 
     def _end_block(self, end: int) -> bool:
         """A block ends at ``end``: whitespace and orphan closers after it are next (R10)."""
@@ -343,7 +340,7 @@ class TextToolFilter:
             self._mode = FENCE_BETWEEN
         else:
             self._mode = GAP
-            self._at_start = self._gap_lead = False
+            self._gap_lead = False
             self._gap_on = True
             self._gap_s = self._gap_e = end
         return True
@@ -437,9 +434,9 @@ class TextToolFilter:
                 return self._start_opener(tok, j)
             if tok == NEED_TOKEN:
                 return False
-        elif self._at_start and c == "{":
+        elif self._gap_lead and c == "{":
             return self._start_json(j, _P_UNTAGGED)
-        elif self._at_start and c == "`" and _col_after(self._col, buf[self._gap_s : j]) <= 3:
+        elif self._gap_lead and c == "`" and _col_after(self._col, buf[self._gap_s : j]) <= 3:
             self._fence = _FenceHold(j)
             self._mode = FENCE_OPEN
             return True
