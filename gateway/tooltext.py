@@ -53,15 +53,22 @@ Choices where SPEC 4a leaves room
   whose info string holds a backtick is an inline code span (CommonMark). An unmatched
   backtick run hides detection until the end of its line (holding the line to see whether a
   closer follows would break R3).
-* A malformed block is hidden up to ``</tool_call>`` (wrapper) or ``</function>`` (bare form),
-  or to a closing fence inside an answer-initial fence, else to the end of the stream.
+* An answer-initial fence is one whose opener line has at most three spaces of indent after
+  the leading whitespace. Its body may hold blocks (with whitespace and orphan closers between
+  them) or one untagged call object; a malformed block in it still makes it a tool-call fence
+  (hidden, counted). An empty body, or one that ends the stream unstarted, is text.
+* A line-start ``<parameter=Q>`` (R5) comes right after a line feed, without indent.
+* A malformed block is hidden from where it broke up to ``</tool_call>`` (wrapper) or
+  ``</function>`` (bare form), or to a closing fence inside an answer-initial fence, else to
+  the end of the stream.
 * Several JSON values in one wrapper are not joined: the block ends after the first (R7).
 * Typing (R6) strips surrounding whitespace before matching a non-string type; ``number`` is
   typed like ``integer`` (a JSON number, else raw); with a list of types the first that fits
   wins; a repeated parameter keeps its last value. A call object's ``type``, when present,
   must be ``"function"``; exactly one of ``arguments`` / ``parameters`` must be present.
 * Whitespace is Unicode whitespace (``str.isspace``); line starts for fences are judged on
-  the visible text.
+  the visible text. A kept whitespace run (R10) is kept as written.
+* ``feed`` or ``close`` after ``close`` raises :class:`FilterClosedError`.
 """
 
 from __future__ import annotations
