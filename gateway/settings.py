@@ -11,7 +11,10 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     api_keys_file = "/etc/tigress/keys"        # or api_keys = ["..."]
     max_body_bytes = 1048576
     searxng_url = "http://127.0.0.1:8888"
-    fetcher = ["unix:/run/fetcher/fetcher.sock"]
+    fetcher_target = ["unix:/run/fetcher/fetcher.sock"]   # default: [fetcher] listen below
+
+    [fetcher]                                  # the fetcher process's own settings
+    listen = "unix:/run/fetcher/fetcher.sock"
 
     [[engines]]                                # more engines, each serving named models
     url = "http://127.0.0.1:8001/v1"
@@ -126,7 +129,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     toml = _Source(table, f"{config_path}")
 
     known = {"listen", "engine_url", "api_keys", "api_keys_file", "max_body_bytes"}
-    known |= {"searxng_url", "fetcher", "engines", "budgets", "timeouts"}
+    # The [fetcher] table is the fetcher process's own section of a shared file.
+    known |= {"searxng_url", "fetcher_target", "fetcher", "engines", "budgets", "timeouts"}
     for key in table:
         if key not in known:
             raise SettingsError(f"{config_path}: unknown setting {key!r}")
@@ -143,10 +147,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     if fetcher_env:
         fetcher = tuple(t.strip() for t in fetcher_env.split(",") if t.strip())
     else:
-        raw = table.get("fetcher", [DEFAULT_FETCHER])
+        raw = table.get("fetcher_target", _fetcher_listen(table) or [DEFAULT_FETCHER])
         raw = [raw] if isinstance(raw, str) else raw
         if not isinstance(raw, list) or not all(isinstance(t, str) and t for t in raw):
-            raise SettingsError(f"{config_path}: fetcher must be a string or a list of strings")
+            raise SettingsError(
+                f"{config_path}: fetcher_target must be a string or a list of strings"
+            )
         fetcher = tuple(raw)
     if not fetcher:
         raise SettingsError("TIGRESS_FETCHER: no fetcher target given")
@@ -185,6 +191,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         budgets=budgets,
         timeouts=timeouts,
     )
+
+
+def _fetcher_listen(table: dict[str, Any]) -> str | None:
+    """The fetcher's own ``[fetcher] listen`` in a shared file: where to find it by default."""
+    section = table.get("fetcher")
+    listen = section.get("listen") if isinstance(section, dict) else None
+    return listen if isinstance(listen, str) and listen else None
 
 
 def parse_listen(value: str, where: str) -> tuple[str, int]:

@@ -197,3 +197,31 @@ def test_python_m_gateway_serves() -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_one_file_serves_both_processes(tmp_path: Path) -> None:
+    config = tmp_path / "tigress.toml"
+    config.write_text(
+        '[fetcher]\nlisten = "unix:/run/fetcher/fetcher.sock"\nmax_concurrent_reads = 8\n',
+        encoding="utf-8",
+    )
+    # The gateway finds the fetcher where the fetcher's own section says it listens.
+    assert load_settings({"TIGRESS_CONFIG": str(config)}).fetcher == (
+        "unix:/run/fetcher/fetcher.sock",
+    )
+    config.write_text(
+        'fetcher_target = ["unix:/a.sock", "unix:/b.sock"]\n[fetcher]\nlisten = "unix:/a.sock"\n',
+        encoding="utf-8",
+    )
+    assert load_settings({"TIGRESS_CONFIG": str(config)}).fetcher == (
+        "unix:/a.sock",
+        "unix:/b.sock",
+    )
+    env = {"TIGRESS_CONFIG": str(config), "TIGRESS_FETCHER": "unix:/c.sock,127.0.0.1:5000"}
+    assert load_settings(env).fetcher == ("unix:/c.sock", "127.0.0.1:5000")
+
+
+def test_default_fetcher_target_is_the_fetchers_development_socket() -> None:
+    from fetcher.settings import DEV_SOCKET
+
+    assert load_settings({}).fetcher == (f"unix:{DEV_SOCKET}",)
