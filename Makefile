@@ -19,8 +19,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 venv: $(STAMP)
 
+# Both processes for a person trying Tigress: the fetcher on the run folder's socket,
+# the gateway on 127.0.0.1:8000 in the foreground; Ctrl-C stops both.
 run: $(STAMP)
-	$(BIN)/python -m fetcher get --allow-host $(or $(HOST),example.org) $(or $(URL),https://example.org/)
+	@mkdir -p run
+	@$(BIN)/python -m fetcher serve --listen unix:run/fetcher.sock & fetcher=$$!; \
+	trap 'kill $$fetcher 2>/dev/null; wait $$fetcher 2>/dev/null' EXIT INT TERM; \
+	TIGRESS_FETCHER=unix:run/fetcher.sock $(BIN)/python -m gateway
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -31,7 +36,7 @@ lint: $(STAMP)
 	$(BIN)/mypy fetcher gateway tests bench
 
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH)
 
 # Regenerates the gRPC contract's Python (fetcher/v1/) from proto/; never edit its output.
 # PROTO_ROOT redirects the output (tests/fetcher/test_proto_codegen.py compares a fresh copy).

@@ -8,6 +8,7 @@ import sys
 import uvicorn
 
 from gateway.app import create_app
+from gateway.fetcher_health import FetcherHealth
 from gateway.settings import SettingsError, load_settings
 
 
@@ -25,7 +26,7 @@ def main() -> None:
             settings.listen_host,
         )
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, fetcher_probe=FetcherHealth(settings.fetcher)),
         host=settings.listen_host,
         port=settings.listen_port,
         workers=1,

@@ -41,13 +41,12 @@ from gateway.tools import Tool, ToolBox
 
 log = logging.getLogger(__name__)
 
-#: The fetcher's part of /healthz until the fetcher client exists.
+#: The fetcher's part of /healthz (``gateway.fetcher_health.FetcherHealth`` in production).
 FetcherProbe = Callable[[], Awaitable[dict[str, Any]]]
 
 
 async def fetcher_not_checked() -> dict[str, Any]:
-    """Stub: the fetcher's reachability is NOT checked yet (the fetcher client comes in
-    a later issue)."""
+    """For apps built without a fetcher probe (tests of other parts): says so plainly."""
     return {"checked": False, "ok": None, "detail": "not checked"}
 
 

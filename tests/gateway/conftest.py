@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.app import create_app
+from gateway.app import FetcherProbe, create_app, fetcher_not_checked
 from gateway.loop import FilterFactory, default_filter
 from gateway.settings import EngineSettings, Settings, Timeouts
 from gateway.tools import Tool, ToolContext, ToolResult
@@ -168,12 +168,14 @@ def gateway_at(engine: FakeEngine) -> GatewayFactory:
         settings: Settings | None = None,
         registry: CollectorRegistry | None = None,
         filters: FilterFactory | None = None,
+        fetcher_probe: FetcherProbe = fetcher_not_checked,
     ) -> AsyncIterator[str]:
         app = create_app(
             settings or make_settings(engine),
             tools=tools,
             registry=registry,
             filter_factory=filters or default_filter,
+            fetcher_probe=fetcher_probe,
         )
         async with serve(app) as url:
             yield url
