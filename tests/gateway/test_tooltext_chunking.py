@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.gateway.test_tooltext_cases import CORPUS, cut, run
+from tests.gateway.tooltext_cases import CORPUS, cut, run
 
 SHORT = 400  # answers up to this length are tried at every split point
 

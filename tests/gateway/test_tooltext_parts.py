@@ -19,7 +19,7 @@ from gateway.tooltext_parse import (
     type_value,
 )
 from gateway.tooltext_xml import DONE, FAIL, NEED, PROSE, XmlFunctionScan, match_at, read_name
-from tests.gateway.test_tooltext_cases import TOOLS
+from tests.gateway.tooltext_cases import TOOLS
 
 # ------------------------------------------------------------------------------- JsonScan
 

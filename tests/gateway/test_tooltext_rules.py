@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.gateway.test_tooltext_cases import JSON_CALL, XML_CALL, Calls, run
+from tests.gateway.tooltext_cases import JSON_CALL, XML_CALL, Calls, run
 
 Q: Calls = [("web_search", {"query": "q"})]
 RJ: Calls = [("web_search", {"query": "rust jobs"})]

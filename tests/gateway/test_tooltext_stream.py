@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from gateway.tooltext import FilterClosedError, FilterOutput, TextToolCall, TextToolFilter
-from tests.gateway.test_tooltext_cases import JSON_CALL, TOOLS, run, steps
+from tests.gateway.tooltext_cases import JSON_CALL, TOOLS, run, steps
 
 CALL_OBJ = '{"name": "web_search", "arguments": {"query": "q"}}'
 
