@@ -28,7 +28,7 @@ from lxml.html import HtmlElement, HTMLParser, document_fromstring
 
 from fetcher.charset import decode_body
 from fetcher.links import page_links
-from fetcher.prune import drop_junk, prune_chrome, text_length, trim_to_budget
+from fetcher.prune import drop_junk, element_count, prune_chrome, text_length, trim_to_budget
 from fetcher.render import render, squeeze_layout
 
 __all__ = [
@@ -54,6 +54,8 @@ _MUCH_TEXT = 2_000
 # characters of the render; twice the limit leaves room for tables, whose cells render
 # side by side rather than in document order.
 _RENDER_CHARS = 2 * PAGE_TEXT_LIMIT
+# The largest page of the corpus has under 8,000 elements once pruned.
+_RENDER_ELEMENTS = 50_000
 
 _HEAD_MARGIN = 1_000
 
@@ -61,10 +63,10 @@ _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
 
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
-_TAG = re.compile(r"<[^>]*>")
+_CODE_TAGS = ("script", "style")
 _BLANK_RUN = re.compile(r"\n{3,}")
 _SPACE_RUN = re.compile(r"[ \t]{2,}")
-_ATX_HEADING = re.compile(r" {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*")
+_ATX_HEADING = re.compile(r" {0,3}#{1,6}[ \t]+")
 _SETEXT_H1 = re.compile(r" {0,3}=+[ \t]*")
 _FENCE = re.compile(r" {0,3}(?:```|~~~)")
 
@@ -218,6 +220,40 @@ def _tidy_head(text: str, limit: int) -> str:
     return _tidy(text)
 
 
+def _without_code(markup: str) -> str:
+    """Remove ``<script>`` and ``<style>`` bodies in one linear pass (no regex backtracking)."""
+    lowered = markup.lower()
+    pieces: list[str] = []
+    position = 0
+    while True:
+        starts = [at for at in (lowered.find(f"<{tag}", position) for tag in _CODE_TAGS) if at >= 0]
+        if not starts:
+            break
+        start = min(starts)
+        tag = "script" if lowered.startswith("<script", start) else "style"
+        end = lowered.find(">", lowered.find(f"</{tag}", start) + 1)
+        pieces.append(markup[position:start])
+        if end < 0 or lowered.find(f"</{tag}", start) < 0:
+            return "".join(pieces)
+        position = end + 1
+    pieces.append(markup[position:])
+    return "".join(pieces)
+
+
+def _strip_tags(markup: str) -> str:
+    """Text of markup no parser could use: script and style bodies and tags removed."""
+    # Split at "<" and drop each piece up to its ">": linear, where the regex <[^>]*>
+    # takes quadratic time on a body full of "<" without ">".
+    pieces = _without_code(markup).split("<")
+    kept = [pieces[0]]
+    for piece in pieces[1:]:
+        close = piece.find(">")
+        kept.append(piece[close + 1 :] if close >= 0 else "<" + piece)
+    text = " ".join(kept)
+    lines = (" ".join(line.split()) for line in normalize_text(text).split("\n"))
+    return normalize_text("\n".join(lines))
+
+
 def _collapse(text: str) -> str:
     return " ".join(normalize_text(text).split())
 
@@ -299,7 +335,7 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
         # Nothing lxml accepts as a document (empty, or only comments): strip tags by hand.
         return Document(
             title="",
-            text=cut(normalize_text(_TAG.sub(" ", markup)).strip(), PAGE_TEXT_LIMIT),
+            text=cut(_strip_tags(markup), PAGE_TEXT_LIMIT),
             links=(),
         )
     title = _title(root)
@@ -311,8 +347,12 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     body = root.find("body")
     page_chars = text_length(body if body is not None else root)
     prune_chrome(root)
-    if page_chars > _RENDER_CHARS:
-        trim_to_budget(root, _RENDER_CHARS)
+    # Counting elements costs a scan; a body of under 4 characters an element cannot hold
+    # too many (the shortest element, <br>, takes 4).
+    if page_chars > _RENDER_CHARS or (
+        len(markup) > 4 * _RENDER_ELEMENTS and element_count(root) > _RENDER_ELEMENTS
+    ):
+        trim_to_budget(root, _RENDER_CHARS, _RENDER_ELEMENTS)
     try:
         text = _tidy_head(render(root), PAGE_TEXT_LIMIT)
     except Exception:  # inscriptis on hostile trees: RecursionError, and worse
@@ -327,7 +367,19 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
                 candidate = plain_text(unpruned)
         if len(candidate) > len(text):
             text = candidate
+    if not text:
+        # libxml2 drops text nested deeper than it goes (2,048 elements): last resort.
+        text = _strip_tags(markup)
     return Document(title=title, text=cut(text, PAGE_TEXT_LIMIT), links=links)
+
+
+def _atx_title(rest: str) -> str:
+    """The text of an ATX heading line after its opening hashes, closing hashes removed."""
+    title = rest.strip()
+    bare = title.rstrip("#")
+    if bare != title and (not bare or bare[-1] in " \t"):
+        title = bare.strip()
+    return title
 
 
 def _markdown_title(text: str) -> str:
@@ -337,9 +389,10 @@ def _markdown_title(text: str) -> str:
         if _FENCE.match(line):
             in_fence = not in_fence
         elif not in_fence:
-            heading = _ATX_HEADING.fullmatch(line)
-            if heading and heading.group(1).strip():
-                return cut(_collapse(heading.group(1)), _TITLE_LIMIT)
+            heading = _ATX_HEADING.match(line)
+            title = _atx_title(line[heading.end() :]) if heading else ""
+            if title:
+                return cut(_collapse(title), _TITLE_LIMIT)
             if previous.strip() and _SETEXT_H1.fullmatch(line):
                 return cut(_collapse(previous), _TITLE_LIMIT)
         previous = line if not in_fence else ""
@@ -379,5 +432,5 @@ def read_document(
         title = _markdown_title(text) if media in _MARKDOWN_TYPES else ""
         return Document(title=title, text=cut(text, PAGE_TEXT_LIMIT), links=())
     except Exception:  # the reader must never take the crawl down
-        text = normalize_text(_TAG.sub(" ", body.decode("utf-8", "replace")))
+        text = _strip_tags(body.decode("utf-8", "replace"))
         return Document(title="", text=cut(text, PAGE_TEXT_LIMIT), links=())

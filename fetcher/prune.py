@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["drop_junk", "prune_chrome", "text_length"]
+__all__ = ["drop_junk", "element_count", "prune_chrome", "text_length", "trim_to_budget"]
 
 # Elements that never hold text a reader wants, whatever the page. Dropped first, and also
 # before the plain-text fallback, so even that never shows script source.
@@ -273,22 +273,30 @@ def _non_space(text: str | None) -> int:
     return len(text) - text.count(" ") - text.count("\n") - text.count("\t") - text.count("\r")
 
 
-def trim_to_budget(root: HtmlElement, chars: int) -> None:
-    """Drop everything after the first ``chars`` non-blank characters of text.
+def element_count(root: HtmlElement) -> int:
+    """Count the elements of a tree, in libxml2."""
+    result = root.xpath("count(//*)")
+    return int(result) if isinstance(result, float) else 0
+
+
+def trim_to_budget(root: HtmlElement, chars: int, elements: int) -> None:
+    """Drop everything after the first ``chars`` non-blank characters or ``elements`` elements.
 
     A text of ``n`` characters holds at most ``n`` non-blank ones, so with ``chars`` well
     above the page budget the cut never reaches text the reader would have shown; it only
     spares rendering the rest of a long page (a 1 MB Wikipedia article) that would be cut
-    away anyway.
+    away anyway. The element bound stops a page of 400,000 ``<br>`` from costing seconds
+    of rendering; if it cuts text off, the caller's fallback reads the page unpruned.
 
     Args:
         root: The document root, changed in place.
         chars: How many non-blank characters of text to keep, in document order.
+        elements: How many elements to keep, in document order.
     """
     seen = 0
-    for element in root.iter():
+    for index, element in enumerate(root.iter()):
         seen += _non_space(element.text) + _non_space(element.tail)
-        if seen <= chars:
+        if seen <= chars and index < elements:
             continue
         # Keep this element whole; drop what follows it and follows each of its ancestors.
         node: HtmlElement | None = element

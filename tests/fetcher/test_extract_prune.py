@@ -117,8 +117,14 @@ def test_trim_to_budget_keeps_the_head_of_a_long_page() -> None:
         + "".join(f"<p>p{i:04d} {'x' * 95}</p>" for i in range(500))
         + "</body></html>"
     )
-    trim_to_budget(root, 10_000)
+    trim_to_budget(root, 10_000, 50_000)
     paragraphs = root.findall(".//p")
     assert 95 <= len(paragraphs) <= 110
     assert paragraphs[0].text is not None
     assert paragraphs[0].text.startswith("p0000")
+
+
+def test_trim_to_budget_bounds_the_elements_too() -> None:
+    root: HtmlElement = document_fromstring("<html><body>" + "<br>" * 1000 + "</body></html>")
+    trim_to_budget(root, 10_000, 100)
+    assert 95 <= len(root.findall(".//br")) <= 100
