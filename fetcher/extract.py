@@ -7,12 +7,14 @@ article text into the first 12,000 characters:
 2. take the title, and the links from the unpruned tree (:mod:`fetcher.links`);
 3. drop page chrome on the tree (:mod:`fetcher.prune`);
 4. render with inscriptis and the reader CSS profile (:mod:`fetcher.render`);
-5. normalise: NBSP to space, zero-width characters and controls removed, NFC, trailing
-   blanks stripped, blank runs collapsed;
+5. normalise (:mod:`fetcher.plaintext`: NBSP to space, zero-width characters and controls
+   removed, NFC, trailing blanks stripped, blank runs collapsed) and squeeze layout spaces
+   and paragraph gaps (:func:`fetcher.render.squeeze_layout`);
 6. cut to :data:`PAGE_TEXT_LIMIT` at a line (else word) boundary.
 
 A page that breaks the renderer (very deep nesting) or renders to almost nothing although it
-holds text gets a plain-text rendering instead, so a page with text never reads as empty.
+holds text gets a plain-text rendering instead (:func:`fetcher.plaintext.plain_text`, of the
+pruned tree, else of the unpruned one), so a page with text never reads as empty.
 ``text/plain`` and ``text/markdown`` bodies are decoded the same way and passed through.
 Pure functions: no I/O, no clock, and :func:`read_document` never raises.
 """
@@ -21,13 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import unicodedata
 
 from lxml import etree
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
 
 from fetcher.charset import decode_body
 from fetcher.links import page_links
+from fetcher.plaintext import collapse, normalize_text, plain_text, strip_tags
 from fetcher.prune import drop_junk, element_count, prune_chrome, text_length, trim_to_budget
 from fetcher.render import render, squeeze_layout
 
@@ -63,79 +65,9 @@ _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
 
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>")
-_CODE_TAGS = ("script", "style")
-_BLANK_RUN = re.compile(r"\n{3,}")
-_SPACE_RUN = re.compile(r"[ \t]{2,}")
 _ATX_HEADING = re.compile(r" {0,3}#{1,6}[ \t]+")
 _SETEXT_H1 = re.compile(r" {0,3}=+[ \t]*")
 _FENCE = re.compile(r" {0,3}(?:```|~~~)")
-
-
-def _char_map() -> dict[int, str | None]:
-    table: dict[int, str | None] = {}
-    for code in [*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, *range(0x80, 0xA0)]:
-        table[code] = None  # control characters: noise to a reader, and to a terminal
-    for code in [0xA0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000]:
-        table[code] = " "  # NBSP and the other fixed-width spaces
-    for code in (0x00AD, 0x200B, 0x2060, 0xFEFF):
-        table[code] = None  # soft hyphen, zero-width space, word joiner, BOM
-    table[0x2028] = "\n"
-    table[0x2029] = "\n"
-    return table
-
-
-_CHARS = _char_map()
-# str.translate walks every character in Python-object terms; a regex finds the few
-# special ones several times faster, and only those are looked up.
-_SPECIAL = re.compile("[" + "".join(re.escape(chr(code)) for code in sorted(_CHARS)) + "]")
-
-
-def _replace_special(match: re.Match[str]) -> str:
-    return _CHARS[ord(match.group())] or ""
-
-
-# Elements that start a new line in the plain-text fallback.
-_BLOCK_TAGS = frozenset(
-    [
-        "address",
-        "article",
-        "aside",
-        "blockquote",
-        "br",
-        "dd",
-        "details",
-        "dialog",
-        "div",
-        "dl",
-        "dt",
-        "fieldset",
-        "figcaption",
-        "figure",
-        "footer",
-        "form",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "header",
-        "hr",
-        "li",
-        "main",
-        "nav",
-        "ol",
-        "p",
-        "pre",
-        "section",
-        "summary",
-        "table",
-        "tr",
-        "td",
-        "th",
-        "ul",
-    ]
-)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -179,27 +111,6 @@ def cut(text: str, limit: int) -> str:
     return text[:limit].rstrip()
 
 
-def normalize_text(text: str) -> str:
-    """Normalise rendered text for the model.
-
-    Line endings become LF; NBSP and other fixed-width spaces become spaces; zero-width
-    characters, soft hyphens and control characters are removed; the text is put in NFC;
-    trailing blanks are stripped from each line; runs of blank lines become one blank line;
-    leading and trailing blank lines go.
-
-    Args:
-        text: The text to normalise.
-
-    Returns:
-        The normalised text.
-    """
-    text = _SPECIAL.sub(_replace_special, text.replace("\r\n", "\n").replace("\r", "\n"))
-    if not unicodedata.is_normalized("NFC", text):
-        text = unicodedata.normalize("NFC", text)
-    text = "\n".join(line.rstrip() for line in text.split("\n"))
-    return _BLANK_RUN.sub("\n\n", text).strip("\n")
-
-
 def _tidy(text: str) -> str:
     return squeeze_layout(normalize_text(text))
 
@@ -220,81 +131,10 @@ def _tidy_head(text: str, limit: int) -> str:
     return _tidy(text)
 
 
-def _without_code(markup: str) -> str:
-    """Remove ``<script>`` and ``<style>`` bodies in one linear pass (no regex backtracking)."""
-    lowered = markup.lower()
-    pieces: list[str] = []
-    position = 0
-    while True:
-        starts = [at for at in (lowered.find(f"<{tag}", position) for tag in _CODE_TAGS) if at >= 0]
-        if not starts:
-            break
-        start = min(starts)
-        tag = "script" if lowered.startswith("<script", start) else "style"
-        end = lowered.find(">", lowered.find(f"</{tag}", start) + 1)
-        pieces.append(markup[position:start])
-        if end < 0 or lowered.find(f"</{tag}", start) < 0:
-            return "".join(pieces)
-        position = end + 1
-    pieces.append(markup[position:])
-    return "".join(pieces)
-
-
-def _strip_tags(markup: str) -> str:
-    """Text of markup no parser could use: script and style bodies and tags removed."""
-    # Split at "<" and drop each piece up to its ">": linear, where the regex <[^>]*>
-    # takes quadratic time on a body full of "<" without ">".
-    pieces = _without_code(markup).split("<")
-    kept = [pieces[0]]
-    for piece in pieces[1:]:
-        close = piece.find(">")
-        kept.append(piece[close + 1 :] if close >= 0 else "<" + piece)
-    text = " ".join(kept)
-    lines = (" ".join(line.split()) for line in normalize_text(text).split("\n"))
-    return normalize_text("\n".join(lines))
-
-
-def _collapse(text: str) -> str:
-    return " ".join(normalize_text(text).split())
-
-
-def plain_text(root: HtmlElement) -> str:
-    """Render a tree as plain text without inscriptis: the fallback for hard pages.
-
-    It walks the tree without recursion (so any depth works), starts a line at block
-    elements and collapses runs of spaces.
-
-    Args:
-        root: A document root or any element.
-
-    Returns:
-        The normalised text.
-    """
-    body = root.find("body")
-    start = body if body is not None else root
-    parts: list[str] = []
-    for event, element in etree.iterwalk(start, events=("start", "end")):
-        tag = element.tag if isinstance(element.tag, str) else None
-        if event == "start":
-            if tag in _BLOCK_TAGS:
-                parts.append("\n")
-            if tag is not None and element.text:
-                parts.append(element.text)
-        else:
-            if tag in _BLOCK_TAGS:
-                parts.append("\n")
-            if element.tail and element is not start:
-                parts.append(element.tail)
-    lines = (
-        _SPACE_RUN.sub(" ", line).strip() for line in normalize_text("".join(parts)).split("\n")
-    )
-    return normalize_text("\n".join(lines))
-
-
 def _title(root: HtmlElement) -> str:
     for path in ("//head/title", "//title[not(ancestor::svg)]", "//h1"):
         for element in root.xpath(path)[:1]:
-            title = _collapse(element.text_content())
+            title = collapse(element.text_content())
             if title:
                 return cut(title, _TITLE_LIMIT)
     return ""
@@ -335,7 +175,7 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
         # Nothing lxml accepts as a document (empty, or only comments): strip tags by hand.
         return Document(
             title="",
-            text=cut(_strip_tags(markup), PAGE_TEXT_LIMIT),
+            text=cut(strip_tags(markup), PAGE_TEXT_LIMIT),
             links=(),
         )
     title = _title(root)
@@ -369,7 +209,7 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
             text = candidate
     if not text:
         # libxml2 drops text nested deeper than it goes (2,048 elements): last resort.
-        text = _strip_tags(markup)
+        text = strip_tags(markup)
     return Document(title=title, text=cut(text, PAGE_TEXT_LIMIT), links=links)
 
 
@@ -392,9 +232,9 @@ def _markdown_title(text: str) -> str:
             heading = _ATX_HEADING.match(line)
             title = _atx_title(line[heading.end() :]) if heading else ""
             if title:
-                return cut(_collapse(title), _TITLE_LIMIT)
+                return cut(collapse(title), _TITLE_LIMIT)
             if previous.strip() and _SETEXT_H1.fullmatch(line):
-                return cut(_collapse(previous), _TITLE_LIMIT)
+                return cut(collapse(previous), _TITLE_LIMIT)
         previous = line if not in_fence else ""
     return ""
 
@@ -432,5 +272,5 @@ def read_document(
         title = _markdown_title(text) if media in _MARKDOWN_TYPES else ""
         return Document(title=title, text=cut(text, PAGE_TEXT_LIMIT), links=())
     except Exception:  # the reader must never take the crawl down
-        text = _strip_tags(body.decode("utf-8", "replace"))
+        text = strip_tags(body.decode("utf-8", "replace"))
         return Document(title="", text=cut(text, PAGE_TEXT_LIMIT), links=())
