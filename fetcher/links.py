@@ -91,6 +91,8 @@ def normalize_host(host: str) -> str | None:
         The lower-case ASCII form (IDNA/UTS 46 for Unicode names, compressed form for IPv6,
         no trailing dot), or ``None`` if it is not a usable host.
     """
+    if len(host) > 1_000:  # longer than any name IDNA could bring under 253 octets
+        return None
     host = host.strip().lower()
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
@@ -107,7 +109,7 @@ def normalize_host(host: str) -> str | None:
             host = idna.encode(host, uts46=True).decode("ascii")
         except (idna.IDNAError, UnicodeError, ValueError):
             return None
-    if not _HOST_CHARS.fullmatch(host) or len(host) > 253:
+    if len(host) > 253 or not _HOST_CHARS.fullmatch(host):
         return None
     return host
 
