@@ -14,6 +14,10 @@ profile here fixes that (see ``shared/notes/extraction.md``, "inscriptis notes")
 * headings get ``#`` markers and ``<pre>`` blocks get fences, inserted at the offsets of
   inscriptis annotations.
 
+For speed, inline elements that change nothing in the text (``span``, ``a``, ``em`` ...)
+are unwrapped before rendering and CSS elements copy themselves in straight-line code.
+:func:`squeeze_layout` then removes the layout spaces and paragraph gaps that cost budget.
+
 Raises whatever inscriptis raises (``RecursionError`` on very deep trees); the caller falls back.
 """
 
