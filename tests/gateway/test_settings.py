@@ -173,13 +173,17 @@ def test_python_m_gateway_refuses_a_bad_setting() -> None:
     assert "TIGRESS_LISTEN" in done.stderr
 
 
-def test_python_m_gateway_serves() -> None:
+def test_python_m_gateway_serves(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "gateway"],
-        env=_env(TIGRESS_LISTEN=f"127.0.0.1:{port}", TIGRESS_ENGINE_URL="http://127.0.0.1:9/v1"),
+        env=_env(
+            TIGRESS_LISTEN=f"127.0.0.1:{port}",
+            TIGRESS_ENGINE_URL="http://127.0.0.1:9/v1",
+            TIGRESS_FETCHER=f"unix:{tmp_path / 'no-fetcher.sock'}",
+        ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -193,7 +197,10 @@ def test_python_m_gateway_serves() -> None:
                 time.sleep(0.05)
         assert body is not None
         assert body["engines"] == [{"engine": 0, "ok": False}]
-        assert body["fetcher"]["detail"] == "not checked"
+        # The real probe asks the fetcher's health service; nothing listens there.
+        assert body["fetcher"]["checked"] is True
+        assert body["fetcher"]["ok"] is False
+        assert body["status"] == "degraded"
     finally:
         process.terminate()
         process.wait(timeout=30)
