@@ -346,7 +346,7 @@ class Downloader:
     ) -> _Response:
         status = response.status
         if status in REDIRECT_STATUSES and headers.get("location"):
-            return _Response(status, headers["location"].strip(), "", None, b"")
+            return _Response(status, _header_text(headers["location"]), "", None, b"")
         if not 200 <= status < 300:
             raise HopError(Reason.HTTP_STATUS, f"the server answered {status}")
         content_type, charset = _media_type(headers.get("content-type", ""))
@@ -365,6 +365,16 @@ class Downloader:
             if len(body) > limit:
                 raise HopError(Reason.TOO_LARGE, f"the body is over {limit} bytes")
         return _Response(status, None, content_type, charset, bytes(body))
+
+
+def _header_text(value: str) -> str:
+    """A header value read as latin-1, re-read as UTF-8 when it is (servers send raw UTF-8
+    in ``Location``); it still goes through the full address parser afterwards."""
+    raw = value.strip().encode("latin-1")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.strip()
 
 
 def _ip(address: IPAddress | None) -> IPAddress:

@@ -435,3 +435,12 @@ async def test_request_carries_the_fixed_user_agent(origin: Origin, downloader: 
     origin.routes["/"] = html("x")
     ok(await downloader.download(origin.url(), allowed_hosts=ALLOWED))
     assert origin.requests[0].headers["user-agent"] == USER_AGENT
+
+
+async def test_utf8_location_is_followed_as_the_server_meant_it(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/go"] = Reply(status=302, headers=(("Location", "/caf\u00c3\u00a9"),))
+    origin.routes["/caf%C3%A9"] = html("café")
+    page = ok(await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED))
+    assert page.final_url == origin.url("/caf%C3%A9")
