@@ -246,6 +246,26 @@ def _insertions(text: str, annotations: list[Any]) -> list[tuple[int, str]]:
     return edits
 
 
+def _escape_ampersands(root: HtmlElement) -> None:
+    """Undo in advance the second entity decoding inscriptis applies to text.
+
+    inscriptis runs ``html.unescape`` on text lxml has already decoded, so a page showing
+    ``&lt;b&gt;`` (an HTML tutorial) would read ``<b>``, and "a=1&copy=2" would read
+    "a=1©=2". Escaping ``&`` in the few text nodes holding one makes that step a no-op.
+    """
+    done: set[tuple[HtmlElement, bool]] = set()
+    for value in root.xpath("//text()[contains(., '&')]"):
+        parent = value.getparent()
+        key = (parent, bool(value.is_tail))
+        if parent is None or key in done:
+            continue  # adjacent text nodes come back one by one but share one .text
+        done.add(key)
+        if value.is_tail:
+            parent.tail = (parent.tail or "").replace("&", "&amp;")
+        else:
+            parent.text = (parent.text or "").replace("&", "&amp;")
+
+
 def render(root: HtmlElement) -> str:
     """Render a document tree to text with heading markers and fenced code blocks.
 
@@ -257,6 +277,7 @@ def render(root: HtmlElement) -> str:
         The text, not yet normalised (trailing blanks and blank runs remain).
     """
     etree.strip_tags(root, *_UNWRAP)
+    _escape_ampersands(root)
     engine = Inscriptis(root, _fresh_config())
     text: str = engine.get_text()
     edits = _insertions(text, list(engine.get_annotations()))

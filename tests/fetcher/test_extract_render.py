@@ -131,3 +131,14 @@ def test_nbsp_zero_width_and_soft_hyphen_are_normalised() -> None:
 def test_text_is_nfc() -> None:
     text = _text("<p>cafe\u0301</p>")
     assert text == "caf\u00e9"
+
+
+def test_entities_are_decoded_once() -> None:
+    text = _text("<p>Write &amp;lt;b&amp;gt; for bold; a=1&amp;copy=2 &amp; AT&amp;T</p>")
+    assert text == "Write &lt;b&gt; for bold; a=1&copy=2 & AT&T"
+
+
+def test_ampersands_in_code_and_tails_survive() -> None:
+    text = _text("<pre>if a &amp;&amp; b: x = '&amp;lt;'</pre><p><b>x</b> &amp;amp; y</p>")
+    assert "if a && b: x = '&lt;'" in text
+    assert text.endswith("x &amp; y")
