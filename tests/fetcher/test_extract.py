@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -190,3 +192,26 @@ def test_cut_never_exceeds_the_limit_and_keeps_a_prefix(text: str, limit: int) -
     result = cut(text, limit)
     assert len(result) <= limit
     assert text.startswith(result)
+
+
+def test_concurrent_reads_in_threads_match_sequential_reads() -> None:
+    # inscriptis attaches its canvas to the profile's body element; each read must use its own.
+    pages = [
+        (
+            f"<html><head><title>Page {i}</title></head><body><h2>Part {i}</h2>"
+            + "".join(
+                f"<p>Page {i} paragraph {j} <a href='/p{i}/{j}'>link</a></p>" for j in range(40)
+            )
+            + "<table><tr><td>a</td><td>b</td></tr></table>"
+            + "<pre>code\n  indented</pre></body></html>"
+        ).encode()
+        for i in range(24)
+    ]
+
+    def read(body: bytes) -> Document:
+        return read_document(body, content_type="text/html", charset=None, url=URL)
+
+    sequential = [read(body) for body in pages]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _ in range(3):
+            assert list(pool.map(read, pages)) == sequential
