@@ -184,7 +184,8 @@ def report_text(report: Report) -> str:
 
 
 def _print_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+    # ASCII only: U+2028 and friends inside page text must not split a JSON line.
+    sys.stdout.write(json.dumps(value, ensure_ascii=True) + "\n")
 
 
 async def _check(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Collection
 
@@ -27,6 +28,8 @@ from fetcher.outcome import Downloaded
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.urls import Address, parse
+
+logger = logging.getLogger(__name__)
 
 MAX_PAGES = 6
 MAX_DEPTH = 2
@@ -83,9 +86,19 @@ class _Crawl:
 
     async def read(self, page: _Found, *, allowed: Collection[str]) -> None:
         async with self.semaphore:
-            outcome = await self.downloader.download(
-                page.url, allowed_hosts=allowed, request_id=self.request_id
-            )
+            try:
+                outcome = await self.downloader.download(
+                    page.url, allowed_hosts=allowed, request_id=self.request_id
+                )
+            except Exception:
+                # A bug must not cost the pages already read: log it, report this page.
+                logger.exception("reading a page of the crawl failed unexpectedly")
+                page.result = PageFailed(
+                    page.url, Reason.CONNECT, "the page could not be read", page.depth
+                )
+                if self.on_page is not None:
+                    self.on_page(page.result)
+                return
         if not isinstance(outcome, Downloaded):
             page.result = PageFailed(outcome.url, outcome.reason, outcome.detail, page.depth)
         else:

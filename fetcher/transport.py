@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import ssl
 import typing
 from collections.abc import AsyncIterator, Iterable
@@ -29,11 +30,24 @@ KEEPALIVE_EXPIRY = 5.0
 def default_ssl_context(cafile: str | None = None) -> ssl.SSLContext:
     """A client TLS context: the system trust store (or ``cafile``), TLS 1.2 or newer.
 
-    The context is built explicitly, so no environment variable (``SSL_CERT_FILE`` and the
-    like) can change what is trusted.
+    # Security
+    What the fetcher trusts is decided here and nowhere else: ``cafile`` when given,
+    otherwise the trust store OpenSSL was built with (``openssl_cafile`` and
+    ``openssl_capath``, on Debian ``/etc/ssl/certs``). ``SSL_CERT_FILE`` and
+    ``SSL_CERT_DIR`` are not consulted, so the environment cannot add a certificate
+    authority. Certificates are verified and the name is checked. Tested by
+    ``test_trust_store_ignores_ssl_cert_file`` in ``tests/fetcher/test_download.py``.
     """
-    context = ssl.create_default_context(cafile=cafile)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies and checks names
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cafile is not None:
+        context.load_verify_locations(cafile=cafile)
+        return context
+    paths = ssl.get_default_verify_paths()
+    cafile_default = paths.openssl_cafile if os.path.exists(paths.openssl_cafile) else None
+    capath_default = paths.openssl_capath if os.path.isdir(paths.openssl_capath) else None
+    if cafile_default or capath_default:
+        context.load_verify_locations(cafile=cafile_default, capath=capath_default)
     return context
 
 

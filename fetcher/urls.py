@@ -76,7 +76,10 @@ def _refuse(reason: Reason, detail: str) -> Refused:
 
 
 def _has_control_or_space(text: str) -> bool:
-    return any(ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in text)
+    # Cs: lone surrogates (from undecodable bytes) cannot be encoded into a request.
+    return any(
+        ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in text
+    )
 
 
 def parse_ipv4_number(host: str) -> IPv4Address | None:
@@ -109,6 +112,10 @@ def parse_ipv4_number(host: str) -> IPv4Address | None:
 
 
 def _inet_aton_part(part: str) -> int | None:
+    # A real part is at most 12 characters plus some zero padding; refusing long ones
+    # keeps int() cheap and inside Python's limit on digit strings (4300 digits).
+    if len(part) > 32:
+        return None
     if part[:2] in ("0x", "0X"):
         digits = part[2:]
         if digits == "":

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import ssl
+from typing import Any
+
+import pytest
 
 from fetcher.crawl import crawl
 from fetcher.download import Downloader, Limits
 from fetcher.extract import REPORT_TEXT_LIMIT
+from fetcher.outcome import Outcome
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.resolver import StaticResolver
@@ -208,3 +212,29 @@ async def test_each_page_is_announced_as_it_finishes(
     assert {type(e) for e in events} == {PageRead, PageFailed}
     assert {e.depth for e in events} == {0, 1}
     assert len(report.pages) + len(report.failures) == 3
+
+
+class ExplodingDownloader(Downloader):
+    """A downloader with a bug on one address (a seam we own)."""
+
+    async def download(self, url: str, **kwargs: Any) -> Outcome:
+        if url.endswith("/bug"):
+            raise RuntimeError("a bug")
+        return await super().download(url, **kwargs)
+
+
+async def test_a_bug_on_one_page_does_not_lose_the_others(
+    origin: Origin,
+    resolver: StaticResolver,
+    client_ssl_context: ssl.SSLContext,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    origin.routes["/"] = page("Start", "/bug", "/fine")
+    origin.routes["/fine"] = page("Fine")
+    async with ExplodingDownloader(
+        policy=policy_for(origin), resolver=resolver, ssl_context=client_ssl_context
+    ) as downloader:
+        report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    assert [p.title for p in report.pages] == ["Start", "Fine"]
+    assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/bug"), Reason.CONNECT)]
+    assert "unexpectedly" in caplog.text

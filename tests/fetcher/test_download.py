@@ -8,11 +8,13 @@ import ssl
 import zlib
 from collections.abc import AsyncIterator
 from ipaddress import IPv4Address
+from pathlib import Path
 
 import pytest
 import trustme
 
-from fetcher.download import USER_AGENT, Downloader, Limits
+from fetcher.download import USER_AGENT, Downloader, Limits, _map_transport_errors, allowed_host_set
+from fetcher.errors import HopError
 from fetcher.outcome import Downloaded, Failed, HopRecord, IPAddress, Outcome
 from fetcher.reasons import Reason
 from fetcher.resolver import StaticResolver
@@ -444,3 +446,91 @@ async def test_utf8_location_is_followed_as_the_server_meant_it(
     origin.routes["/caf%C3%A9"] = html("café")
     page = ok(await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED))
     assert page.final_url == origin.url("/caf%C3%A9")
+
+
+async def test_bytes_after_the_compressed_stream_are_not_read(
+    origin: Origin, downloader: Downloader
+) -> None:
+    async def gzip_then_junk() -> AsyncIterator[bytes]:
+        yield gzip.compress(b"<p>hello</p>")
+        for _ in range(10_000):
+            yield b"\0" * 16384
+            await asyncio.sleep(0)
+
+    origin.routes["/"] = Reply(
+        headers=(("Content-Type", "text/html"), ("Content-Encoding", "gzip")), body=gzip_then_junk
+    )
+    page = ok(await downloader.download(origin.url(), allowed_hosts=ALLOWED))
+    assert page.body == b"<p>hello</p>"
+
+
+async def test_trust_store_ignores_ssl_cert_file(
+    origin: Origin,
+    resolver: StaticResolver,
+    ca: trustme.CA,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bundle = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))
+    origin.routes["/"] = html("x")
+    async with Downloader(policy=policy_for(origin), resolver=resolver) as downloader:
+        outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
+    failed(outcome, Reason.TLS)
+
+
+@pytest.mark.parametrize(
+    "location", ["https://[x/", "//[::1", "https://[::1"], ids=["bad-v6", "relative-v6", "open"]
+)
+async def test_redirect_that_cannot_be_joined_is_malformed(
+    origin: Origin, downloader: Downloader, location: str
+) -> None:
+    origin.routes["/go"] = redirect(location)
+    failed(await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED), Reason.MALFORMED)
+
+
+async def test_space_in_a_redirect_path_is_encoded_like_a_browser_does(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/go"] = redirect("/a b?q=c d")
+    origin.routes["/a%20b"] = html("spaced")
+    page = ok(await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED))
+    assert page.final_url == origin.url("/a%20b?q=c%20d")
+
+
+async def test_connection_closed_by_the_server_after_a_reply_is_replaced(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = Reply(body=b"<p>bye</p>", close_after=True)
+    for _ in range(3):
+        ok(await downloader.download(origin.url(), allowed_hosts=ALLOWED))
+    assert len(origin.requests) == 3
+
+
+def test_tls_errors_after_the_handshake_are_tls() -> None:
+    with pytest.raises(HopError) as caught, _map_transport_errors():
+        raise ssl.SSLError(1, "bad record mac")
+    assert caught.value.reason is Reason.TLS
+    with pytest.raises(HopError) as caught, _map_transport_errors():
+        raise ConnectionResetError("reset")
+    assert caught.value.reason is Reason.CONNECT
+
+
+@pytest.mark.parametrize(
+    ("written", "normalised"),
+    [
+        ("2606:4700:4700::1111", "2606:4700:4700::1111"),
+        ("[2606:4700:4700::1111]", "2606:4700:4700::1111"),
+        (" Example.COM. ", "example.com"),
+        ("münchen.de", "xn--mnchen-3ya.de"),
+        ("0x7f.1", "127.0.0.1"),
+    ],
+)
+def test_allowed_hosts_are_normalised_like_addresses(written: str, normalised: str) -> None:
+    assert allowed_host_set([written]) == {normalised}
+
+
+def test_allowed_hosts_that_are_not_hosts_are_dropped() -> None:
+    assert allowed_host_set(["", "a b", "exa%41mple.com", "[::1"]) == frozenset()

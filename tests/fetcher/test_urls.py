@@ -145,6 +145,10 @@ REFUSED = [
     ("https://[zz::1]/", Reason.MALFORMED),
     ("https://xn--a.com/", Reason.MALFORMED),
     ("https://example.com/" + "a" * 9000, Reason.MALFORMED),
+    ("https://" + "1" * 5000 + "/", Reason.MALFORMED),
+    ("https://1." + "0" * 40 + "1/", Reason.MALFORMED),
+    ("https://example.com/\udcff", Reason.MALFORMED),
+    ("https://exa\udcffmple.com/", Reason.MALFORMED),
 ]
 
 

@@ -48,6 +48,7 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = (("Content-Type", "text/html; charset=utf-8"),)
     body: bytes | Callable[[], AsyncIterator[bytes]] = b""
     delay: float = 0.0
+    close_after: bool = False  # hang up after answering, without saying so
 
 
 Handler = Reply | Callable[[Request], Awaitable[Reply]]
@@ -156,7 +157,7 @@ class Origin:
             lines.append(f"Content-Length: {len(reply.body)}")
             writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + reply.body)
             await writer.drain()
-            return True
+            return not reply.close_after
         lines.append("Connection: close")
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
         async for chunk in reply.body():
