@@ -82,7 +82,8 @@ _BOILERPLATE_WORD = re.compile(
     related | recommended | recommendations? | promos? | promotions? | promoted |
     ads? | advert\w* | adsbygoogle | adslot | adunit | sponsor(?:ed|s)? | dfp |
     breadcrumbs? | sidebar | comments? | commentlist | popups? | modal |
-    taboola | outbrain | disqus | paywall | signup | trending | most(?:read|popular)
+    taboola | outbrain | disqus | paywall | signup | trending | most(?:read|popular) |
+    nav | navbar | navigation | widgets? | footer
     """,
     re.VERBOSE,
 )
@@ -101,6 +102,7 @@ _BOILERPLATE_HINTS = (
     "cookie", "consent", "gdpr", "newsletter", "subscri", "shar", "social", "related",
     "recommend", "promo", "sponsor", "dfp", "breadcrumb", "sidebar", "comment", "popup",
     "modal", "taboola", "outbrain", "disqus", "paywall", "signup", "trending", "most",
+    "nav", "widget", "footer",
 )  # fmt: skip
 
 _MAX_BOILERPLATE_SHARE = 0.3

@@ -55,6 +55,9 @@ ARTICLE = "<p>" + "Article words here. " * 20 + "</p>"
         pytest.param('<div class="topAd">Ad</div>', id="camel-ad"),
         pytest.param('<div id="comments">Reader comments</div>', id="id-comments"),
         pytest.param('<div class="taboola-feed">Sponsored</div>', id="class-taboola"),
+        pytest.param('<div class="site-nav">Menu</div>', id="class-nav"),
+        pytest.param('<div id="footer">Legal</div>', id="id-footer"),
+        pytest.param('<section class="widget">Popular</section>', id="class-widget"),
     ],
 )
 def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
@@ -79,6 +82,8 @@ def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
             '<div class="related"><article><p>Story</p></article></div>', id="holds-article"
         ),
         pytest.param('<div class="commentary">Opinion</div>', id="commentary-not-comment"),
+        pytest.param('<div class="entry-footer">Tags</div>', id="entry-footer-guard"),
+        pytest.param('<div class="canvas-unavailable">Words</div>', id="nav-inside-words"),
         pytest.param('<div style="color: red">Styled</div>', id="style-not-hidden"),
         pytest.param('<article aria-hidden="false"><p>x</p></article>', id="aria-hidden-false"),
     ],
