@@ -82,11 +82,13 @@ _BOILERPLATE_WORD = re.compile(
     related | recommended | recommendations? | promos? | promotions? | promoted |
     ads? | advert\w* | adsbygoogle | adslot | adunit | sponsor(?:ed|s)? | dfp |
     breadcrumbs? | sidebar | comments? | commentlist | popups? | modal |
-    taboola | outbrain | disqus | paywall | signup | trending | most(?:read|popular) |
-    nav | navbar | navigation | widgets? | footer
+    taboola | outbrain | disqus | paywall | signup | trending | most(?:read|popular)
     """,
     re.VERBOSE,
 )
+# Words for the page's own chrome, which an article may legitimately use for its parts (a
+# "footer" of footnotes): they count only outside article/main, like <header>/<footer>.
+_PAGE_CHROME_WORD = re.compile(r"nav | navbar | navigation | widgets? | footer", re.VERBOSE)
 # Words that name content: a class like "article-share" or "post-comments-count" is too close
 # to the article to drop on its class name alone.
 _CONTENT_WORD = re.compile(
@@ -164,9 +166,11 @@ def _inside_content(element: HtmlElement) -> bool:
 def _names_boilerplate(element: HtmlElement) -> bool:
     value = f"{element.get('class', '')} {element.get('id', '')}"
     words = [w.lower() for w in _WORDS.findall(value)]
-    if not any(_BOILERPLATE_WORD.fullmatch(w) for w in words):
+    if any(_CONTENT_WORD.fullmatch(w) for w in words):
         return False
-    return not any(_CONTENT_WORD.fullmatch(w) for w in words)
+    if any(_BOILERPLATE_WORD.fullmatch(w) for w in words):
+        return True
+    return any(_PAGE_CHROME_WORD.fullmatch(w) for w in words) and not _inside_content(element)
 
 
 def _hint_positions(joined: str) -> list[int]:

@@ -83,6 +83,9 @@ def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
         ),
         pytest.param('<div class="commentary">Opinion</div>', id="commentary-not-comment"),
         pytest.param('<div class="entry-footer">Tags</div>', id="entry-footer-guard"),
+        pytest.param(
+            '<article><p>x</p><div class="footer">Notes</div></article>', id="footer-in-article"
+        ),
         pytest.param('<div class="canvas-unavailable">Words</div>', id="nav-inside-words"),
         pytest.param('<div style="color: red">Styled</div>', id="style-not-hidden"),
         pytest.param('<article aria-hidden="false"><p>x</p></article>', id="aria-hidden-false"),
