@@ -15,7 +15,8 @@ its guard wiped whole articles on real pages:
   (ASP.NET pages wrap the whole page in one form);
 * an element whose class or id names boilerplate (cookie, share, related, ads ...) goes only
   when its class/id does not also name content, it holds no ``article``/``main``, and it
-  holds at most 30 % of the page's text.
+  holds at most 30 % of the page's text; words for the page's own chrome (nav, widget,
+  footer) count only outside ``article``/``main``.
 
 The tree is changed in place. Nothing here recurses in Python, so deep trees are safe.
 """
@@ -40,7 +41,6 @@ _JUNK = (
     "noscript",
     "template",
     "svg",
-    "math-field",
     "iframe",
     "object",
     "embed",
