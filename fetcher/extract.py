@@ -181,7 +181,7 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     title = _title(root)
     try:
         links = page_links(root, url=url, site=site)
-    except (ValueError, RecursionError):
+    except Exception:  # a page's links are a bonus: never lose its text over them
         links = ()
     drop_junk(root)
     body = root.find("body")
