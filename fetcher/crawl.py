@@ -108,7 +108,10 @@ class _Crawl:
                 page.duplicate = True
                 return
             self.read_finals.add(final)
-            document = read_document(
+            # A hostile 2 MB page can cost a second of CPU: keep the event loop (other
+            # reads, gRPC, health checks) responsive while it is turned into text.
+            document = await asyncio.to_thread(
+                read_document,
                 outcome.body,
                 content_type=outcome.content_type,
                 charset=outcome.charset,
