@@ -14,7 +14,7 @@ from fetcher.outcome import Outcome
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.resolver import StaticResolver
-from tests.support.fixtures import policy_for
+from tests.support.fixtures import DownloaderFactory, policy_for
 from tests.support.origin import Origin, Reply, html, redirect
 
 ALLOWED = ("origin.test",)
@@ -166,18 +166,13 @@ async def test_start_host_outside_the_allowed_hosts_is_refused(
 
 
 async def test_slow_page_is_reported_as_timeout_at_the_deadline(
-    origin: Origin, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
+    origin: Origin, make_downloader: DownloaderFactory
 ) -> None:
     origin.routes["/"] = page("Start", "/slow", "/quick")
     origin.routes["/slow"] = Reply(body=b"<p>late</p>", delay=10)
     origin.routes["/quick"] = page("Quick", "/never")
     origin.routes["/never"] = page("Never")
-    async with Downloader(
-        policy=policy_for(origin),
-        resolver=resolver,
-        ssl_context=client_ssl_context,
-        limits=Limits(page_timeout=5.0),
-    ) as downloader:
+    async with make_downloader(limits=Limits(page_timeout=5.0)) as downloader:
         report = await crawl(
             origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, deadline=0.6
         )

@@ -18,7 +18,7 @@ from fetcher.errors import HopError
 from fetcher.outcome import Downloaded, Failed, HopRecord, IPAddress, Outcome
 from fetcher.reasons import Reason
 from fetcher.resolver import StaticResolver
-from tests.support.fixtures import policy_for
+from tests.support.fixtures import DownloaderFactory, policy_for
 from tests.support.origin import Origin, Reply, html, redirect
 
 LOOPBACK = IPv4Address("127.0.0.1")
@@ -105,12 +105,10 @@ async def test_second_resolver_answer_cannot_change_the_connection(
 
 
 async def test_any_non_public_answer_refuses_the_address(
-    origin: Origin, client_ssl_context: ssl.SSLContext
+    origin: Origin, make_downloader: DownloaderFactory
 ) -> None:
     resolver = StaticResolver({"origin.test": ["127.0.0.1", "10.0.0.1"]})
-    async with Downloader(
-        policy=policy_for(origin), resolver=resolver, ssl_context=client_ssl_context
-    ) as downloader:
+    async with make_downloader(resolver=resolver) as downloader:
         outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
     failed(outcome, Reason.NOT_PUBLIC)
     assert origin.requests == []
@@ -138,12 +136,10 @@ async def test_tls_uses_the_name_for_sni_and_host_header(
 
 
 async def test_certificate_for_another_name_is_refused(
-    origin: Origin, client_ssl_context: ssl.SSLContext
+    origin: Origin, make_downloader: DownloaderFactory
 ) -> None:
     resolver = StaticResolver({"wrong.test": ["127.0.0.1"]})
-    async with Downloader(
-        policy=policy_for(origin), resolver=resolver, ssl_context=client_ssl_context
-    ) as downloader:
+    async with make_downloader(resolver=resolver) as downloader:
         outcome = await downloader.download(
             f"https://wrong.test:{origin.port}/", allowed_hosts=["wrong.test"]
         )
@@ -362,39 +358,27 @@ async def test_unknown_content_encoding_is_refused(origin: Origin, downloader: D
     failed(await downloader.download(origin.url(), allowed_hosts=ALLOWED), Reason.CONTENT_TYPE)
 
 
-async def test_slow_server_times_out(
-    origin: Origin, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
-) -> None:
+async def test_slow_server_times_out(origin: Origin, make_downloader: DownloaderFactory) -> None:
     origin.routes["/"] = Reply(body=b"late", delay=5.0)
-    async with Downloader(
-        policy=policy_for(origin),
-        resolver=resolver,
-        ssl_context=client_ssl_context,
-        limits=Limits(page_timeout=0.3),
-    ) as downloader:
+    async with make_downloader(limits=Limits(page_timeout=0.3)) as downloader:
         outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
     failed(outcome, Reason.TIMEOUT)
 
 
 async def test_time_limit_covers_all_redirects(
-    origin: Origin, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
+    origin: Origin, make_downloader: DownloaderFactory
 ) -> None:
     # Each hop alone is within the limit; together they are not.
     origin.routes["/a"] = Reply(status=302, headers=(("Location", "/b"),), delay=0.2)
     origin.routes["/b"] = Reply(status=302, headers=(("Location", "/c"),), delay=0.2)
     origin.routes["/c"] = Reply(body=b"late", delay=0.2)
-    async with Downloader(
-        policy=policy_for(origin),
-        resolver=resolver,
-        ssl_context=client_ssl_context,
-        limits=Limits(page_timeout=0.5),
-    ) as downloader:
+    async with make_downloader(limits=Limits(page_timeout=0.5)) as downloader:
         outcome = await downloader.download(origin.url("/a"), allowed_hosts=ALLOWED)
     failed(outcome, Reason.TIMEOUT)
 
 
 async def test_body_that_trickles_past_the_limit_times_out(
-    origin: Origin, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
+    origin: Origin, make_downloader: DownloaderFactory
 ) -> None:
     async def trickle() -> AsyncIterator[bytes]:
         for _ in range(50):
@@ -402,12 +386,7 @@ async def test_body_that_trickles_past_the_limit_times_out(
             await asyncio.sleep(0.05)
 
     origin.routes["/"] = Reply(headers=(("Content-Type", "text/plain"),), body=trickle)
-    async with Downloader(
-        policy=policy_for(origin),
-        resolver=resolver,
-        ssl_context=client_ssl_context,
-        limits=Limits(page_timeout=0.4),
-    ) as downloader:
+    async with make_downloader(limits=Limits(page_timeout=0.4)) as downloader:
         outcome = await downloader.download(origin.url(), allowed_hosts=ALLOWED)
     failed(outcome, Reason.TIMEOUT)
 

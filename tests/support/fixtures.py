@@ -7,8 +7,9 @@ The test policy is the only way loopback is reached: it is an explicit object bu
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from ipaddress import ip_network
+from typing import Any
 
 import pytest
 import trustme
@@ -80,3 +81,23 @@ async def downloader(
         observer=hops.append,
     ) as instance:
         yield instance
+
+
+DownloaderFactory = Callable[..., Downloader]
+
+
+@pytest.fixture
+def make_downloader(
+    test_policy: Policy, resolver: StaticResolver, client_ssl_context: ssl.SSLContext
+) -> DownloaderFactory:
+    """``async with make_downloader(limits=...) as d``: the test setup with some parts swapped."""
+
+    def make(**overrides: Any) -> Downloader:
+        parts: dict[str, Any] = {
+            "policy": test_policy,
+            "resolver": resolver,
+            "ssl_context": client_ssl_context,
+        }
+        return Downloader(**(parts | overrides))
+
+    return make
