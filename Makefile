@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
 	  echo "python3 -m venv failed; installing Debian's python3-venv" >&2; \
-	  apt-get install -y -q python3-venv >&2 && $(PYTHON) -m venv $(VENV); }
+	  { apt-get update -q >&2 && apt-get install -y -q python3-venv >&2; } && $(PYTHON) -m venv $(VENV); }
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
