@@ -120,7 +120,8 @@ class VettedCall:
         call_id: Never empty: generated when the engine sent none.
         name: Function name as written.
         arguments: Decoded arguments (empty when they could not be decoded).
-        arguments_text: The arguments as JSON text, for the assistant message.
+        arguments_text: The arguments as JSON object text, for the assistant message
+            (``{}`` when they were not an object).
         verdict: Whether it runs, and if not, why.
         message: For calls that do not run, the tool message saying why.
         key: Dedup key (empty for calls that cannot run).
@@ -179,15 +180,14 @@ def vet_call(
     """
     call_id = raw.call_id or new_call_id()
     if isinstance(raw.arguments, str):
-        text = raw.arguments
         try:
-            decoded = json.loads(text) if text.strip() else {}
+            decoded = json.loads(raw.arguments) if raw.arguments.strip() else {}
         except json.JSONDecodeError as exc:
             return VettedCall(
                 call_id,
                 raw.name,
                 {},
-                text,
+                "{}",
                 Verdict.BAD_ARGUMENTS,
                 prompts.BAD_ARGUMENTS.format(name=raw.name, problem=f"invalid JSON: {exc.msg}"),
             )
@@ -197,7 +197,10 @@ def vet_call(
                 decoded = json.loads(decoded)
     else:
         decoded = dict(raw.arguments)
-        text = json.dumps(decoded, ensure_ascii=False)
+    # The history always carries an object: engines that re-parse past calls with their
+    # chat template (llama-server with Qwen3-Coder or GLM templates) answer 500 to
+    # anything else, which would end the turn instead of letting the model try again.
+    text = json.dumps(decoded, ensure_ascii=False) if isinstance(decoded, dict) else "{}"
     if raw.name not in offered:
         return VettedCall(
             call_id,

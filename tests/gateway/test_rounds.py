@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gateway import prompts
@@ -152,6 +154,27 @@ def test_double_encoded_arguments_are_decoded() -> None:
     )
     assert vetted.verdict is Verdict.RUN
     assert vetted.arguments == {"query": "x"}
+    assert vetted.arguments_text == '{"query": "x"}'
+
+
+@pytest.mark.parametrize(
+    ("arguments", "verdict"),
+    [
+        ('{"query": "x', Verdict.BAD_ARGUMENTS),
+        ('"just a string"', Verdict.BAD_ARGUMENTS),
+        ("[1, 2]", Verdict.BAD_ARGUMENTS),
+        ("", Verdict.MISSING_ARGUMENTS),
+    ],
+    ids=["cut-off", "string", "array", "empty"],
+)
+def test_history_always_carries_an_object_for_the_engine_to_re_parse(
+    arguments: str, verdict: Verdict
+) -> None:
+    vetted = vet_call(
+        RawCall("1", "web_search", arguments), offered=OFFERED, required=REQUIRED, seen=set()
+    )
+    assert vetted.verdict is verdict
+    assert isinstance(json.loads(vetted.arguments_text), dict)
 
 
 def test_text_calls_arrive_decoded() -> None:
