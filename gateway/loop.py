@@ -297,6 +297,11 @@ class ChatTurn:
             elif step is Step.FINISH and state.no_answer:
                 for event in self._visible(prompts.NO_ANSWER):
                     yield event
+        if not state.answer_announced and self.ledger.sources():
+            # The model answered during the tool rounds: the page still needs the list its
+            # citations point into (SPEC 2a), so it comes after the answer.
+            sources = [s.as_event() for s in self.ledger.sources()]
+            yield ToolEvent({"type": "sources", "sources": sources})
 
     async def _round(
         self,

@@ -98,7 +98,15 @@ async def test_round_one_required_then_auto_and_answer(
     assert first["stream"] is True
     assert first["temperature"] == 0.2  # unknown fields go to the engine unchanged
     assert first["messages"][0] == {"role": "system", "content": prompts.WEB_SYSTEM}
-    assert thor(events) == [{"type": "searched", "queries": ["rust 1.90"], "results": 1}]
+    assert thor(events) == [
+        {"type": "searched", "queries": ["rust 1.90"], "results": 1},
+        {
+            "type": "sources",
+            "sources": [
+                {"n": 1, "url": "https://example.org/rust-1.90", "title": "About rust 1.90"}
+            ],
+        },
+    ]
     assert tool.calls == [{"query": "rust 1.90"}]
 
 
@@ -203,6 +211,27 @@ async def test_eight_tool_rounds_then_sources_and_answer_now(
         "title": "About q0",
     }
     assert text(events) == "final [1]"
+
+
+async def test_an_answer_in_a_tool_round_is_followed_by_the_sources_it_cites(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(tool_reply(search("q")), text_reply("The answer [1]."))
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    assert len(engine.chats) == 2
+    assert text(events) == "The answer [1]."
+    kinds = [p["type"] for p in thor(events)]
+    assert kinds[-1] == "sources"
+    assert kinds.count("sources") == 1
+    assert thor(events)[-1]["sources"][0]["n"] == 1
+
+
+async def test_no_sources_event_when_nothing_was_found(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(text_reply("plain"), text_reply("plain"))
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    assert [p for p in thor(events) if p["type"] == "sources"] == []
 
 
 async def test_a_call_in_an_answer_round_is_run_and_the_model_asked_once_more(

@@ -53,7 +53,15 @@ async def test_async_streaming_with_web_reads_events_from_extra_fields(
                 reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
                 finish = part.choices[0].finish_reason or finish
     assert text == "Rust 1.90 shipped [1]."
-    assert events == [{"type": "searched", "queries": ["rust news"], "results": 1}]
+    assert events == [
+        {"type": "searched", "queries": ["rust news"], "results": 1},
+        {
+            "type": "sources",
+            "sources": [
+                {"n": 1, "url": "https://example.org/rust-news", "title": "About rust news"}
+            ],
+        },
+    ]
     assert finish == "stop"
     assert reasoning == "checking"
 
