@@ -7,7 +7,10 @@ reads at most the body limit of an allowed text type within the page time limit.
 never raises for anything the web does: the result is a ``Downloaded`` or a ``Failed``.
 
 No cookie jar exists anywhere on this path, no credentials are ever attached, no
-``Referer`` is sent, and the User-Agent is fixed.
+``Referer`` is sent, and the User-Agent is fixed. There is no httpx client here at all:
+httpcore's connection pools are driven directly, so there is no proxy variable, netrc
+file or cookie jar to consult (what ``trust_env=False`` buys an httpx client), and the TLS
+trust store is fixed in ``fetcher.transport.default_ssl_context``.
 """
 
 from __future__ import annotations
