@@ -161,9 +161,12 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
 
     Message sizes are capped in both directions; keepalive pings every 30 s find dead TCP
     peers (the server accepts them); calls are spread round-robin over every address the
-    target names (``ipv4:10.0.0.11:7443,10.0.0.12:7443`` for scale-out).
+    target names (``ipv4:10.0.0.11:7443,10.0.0.12:7443`` for scale-out). Proxy variables
+    (``http_proxy``, ``grpc_proxy``) are ignored, as ``trust_env=False`` does for httpx: the
+    environment must not reroute the gateway's calls to the fetcher.
     """
     return [
+        ("grpc.enable_http_proxy", 0),
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.keepalive_time_ms", 30_000),

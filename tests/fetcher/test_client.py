@@ -151,3 +151,36 @@ async def test_stream_breaking_the_contract_is_a_protocol_error(
             assert isinstance(items[0], PageRead)
     finally:
         await server.stop(0)
+
+
+async def test_proxy_variables_do_not_reroute_calls_to_the_fetcher(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    from prometheus_client import CollectorRegistry
+
+    from fetcher.metrics import Metrics
+    from fetcher.server import FetcherServer
+    from fetcher.settings import Settings, parse_listen
+
+    async def never(*args: object, **kwargs: object) -> Report:
+        raise AssertionError("a health check reads nothing")
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = FetcherServer(
+        Settings(listen=(parse_listen(f"127.0.0.1:{port}"),)),
+        reader=never,
+        metrics=Metrics(CollectorRegistry()),
+    )
+    await server.start()
+    try:
+        # A proxy that answers nothing: honouring it would make the fetcher unreachable.
+        monkeypatch.setenv("grpc_proxy", "http://127.0.0.1:1")
+        monkeypatch.setenv("http_proxy", "http://127.0.0.1:1")
+        async with FetcherClient(f"127.0.0.1:{port}") as client:
+            assert await client.healthy(deadline=2.0)
+    finally:
+        await server.stop(grace=0)
