@@ -14,9 +14,10 @@ nothing is held. The modes:
 * ``GAP``: whitespace whose fate is not known yet. At the start of the answer (policy LEAD)
   it is dropped if the answer starts with a removed block and kept otherwise; here an
   answer-initial ``{`` or code fence may start an untagged call (R8). After a removed block
-  (policy AFTER) it also swallows orphan ``</tool_call>`` / ``</function>`` closers and keeps
-  only the last whitespace run, and only if the visible text is non-empty and does not end
-  in whitespace (R10).
+  (policy AFTER) it also swallows orphan ``</tool_call>`` / ``</function>`` closers, and
+  further blocks continue the same swallowed stretch. Of the stretch it keeps only the last
+  non-empty whitespace run (held as a string, so the buffer need not keep the closers), and
+  only if the visible text is non-empty and does not end in whitespace (R10).
 * ``TEXT``: prose. Runs up to the next ``<`` or backtick are emitted in bulk. At ``<`` an
   opener (R2) is matched; a proper prefix at the end of the buffer is held (R3).
 * ``CODE``: inline code spans and fenced blocks (R9), followed by
@@ -47,8 +48,15 @@ Choices where SPEC 4a leaves room
   is malformed; a partial opener is released as text.
 * An answer-initial ``{`` is an opener (R2), so JSON after it that is unfinished at end of
   stream is a block cut short: hidden and counted (R11), in a fence too. It is decided as
-  early as the text allows: a top-level key no call object has, or anything that is not JSON,
-  releases it as text at once, so a plain JSON answer is not held (R3).
+  early as the text allows: a key no call object has (at the top level or in the object
+  under ``function``), a ``name`` there whose value, once complete, is not a string naming an
+  offered tool, or anything that is not JSON releases it as text at once, so a plain JSON
+  answer is not held (R3) and never counted. Every ``name`` value is judged, so with
+  duplicate keys each must name an offered tool. Inside ``<tool_call>`` any name goes (R7).
+* "The last whitespace run before the next text" (R10) is the last non-empty run in the
+  whole swallowed stretch, even when orphan closers or further removed blocks (malformed
+  ones too) follow it: ``Hello<block> </tool_call>world`` shows ``Hello world``. A wrapper
+  opener that turns out to be prose (R4) is next text like any other.
 * Only ```` ``` ```` fences are code (R9 names no other); ``~~~`` is prose. A fence opener line
   whose info string holds a backtick is an inline code span (CommonMark). An unmatched
   backtick run hides detection until the end of its line (holding the line to see whether a
@@ -182,11 +190,13 @@ class TextToolFilter:
         self._vis_any = False
         self._vis_ws_end = False
         self._col = 0
-        # The pending whitespace run (R10) and whether it leads the answer (R8, R10).
+        # The pending whitespace (R10) and whether it leads the answer (R8, R10). After a
+        # removed block the stretch up to the next text may hold several whitespace runs
+        # (between swallowed closers and further blocks); only the last non-empty one counts.
         self._gap_lead = True  # nothing but whitespace so far: the answer's start (R8)
-        self._gap_on = True
-        self._gap_s = 0
-        self._gap_e = 0
+        self._gap_on = True  # a stretch is pending
+        self._gap_ws = ""  # the last non-empty whitespace run of the stretch, as written
+        self._gap_s = 0  # where the run being read started
         self._code: CodeScan | None = None  # Markdown code being read (R9)
         # Current block.
         self._blk_start = 0
@@ -275,7 +285,6 @@ class TextToolFilter:
         elif mode == GAP:
             cut = min(self._gap_s, self._pos)
             self._gap_s -= cut
-            self._gap_e -= cut
         else:  # a held block or fence: its start is still needed
             return self._buf
         self._pos -= cut
@@ -311,12 +320,19 @@ class TextToolFilter:
         """The token at ``buf[j:]``, ``NEED_TOKEN`` if one may still follow, else None."""
         return match_at(self._buf, j, tokens, self._eos)
 
+    def _end_run(self, j: int) -> None:
+        """The whitespace run being read ends at ``j``; remember it unless empty (R10)."""
+        if j > self._gap_s:
+            self._gap_ws = self._buf[self._gap_s : j]
+            self._gap_s = j
+
     def _flush_gap(self) -> None:
         """Text follows the pending whitespace: keep it or drop it (R10)."""
         if self._gap_on:
             self._gap_on = False
             if self._gap_lead or (self._vis_any and not self._vis_ws_end):
-                self._emit(self._buf[self._gap_s : self._gap_e])
+                self._emit(self._gap_ws)
+            self._gap_ws = ""
         self._gap_lead = False
 
     def _add_call(self, call: TextToolCall) -> None:
@@ -334,10 +350,15 @@ class TextToolFilter:
             self._bad += 1
 
     def _commit(self) -> None:
-        """The held opener is a block: whitespace before it goes (R10)."""
-        if self._fence is None:
+        """The held opener is a block: leading whitespace before it goes (R10).
+
+        Whitespace before it after an earlier block stays pending: the swallowed stretch
+        goes on after this block, and its last whitespace run may still be kept.
+        """
+        if self._fence is None and self._gap_lead:
             self._gap_on = False
             self._gap_lead = False
+            self._gap_ws = ""
 
     def _end_block(self, end: int) -> bool:
         """A block ends at ``end``: whitespace and orphan closers after it are next (R10)."""
@@ -347,9 +368,11 @@ class TextToolFilter:
             self._mode = FENCE_BETWEEN
         else:
             self._mode = GAP
+            if self._gap_lead or not self._gap_on:  # a new stretch starts here
+                self._gap_ws = ""
             self._gap_lead = False
             self._gap_on = True
-            self._gap_s = self._gap_e = end
+            self._gap_s = end
         return True
 
     def _release_opener(self) -> bool:
@@ -404,7 +427,9 @@ class TextToolFilter:
 
     def _start_json(self, j: int, purpose: int) -> bool:
         """Read one JSON value from ``j``, in a wrapper (R7) or untagged (R8)."""
-        self._js = JsonScan(j, self._buf[j], keys=purpose == _P_UNTAGGED)
+        untagged = purpose == _P_UNTAGGED
+        names = self._index.names if untagged else None
+        self._js = JsonScan(j, self._buf[j], keys=untagged, names=names)
         self._js_purpose = purpose
         self._pos = j
         self._mode = JSON
@@ -421,18 +446,18 @@ class TextToolFilter:
             if self._eos and self._gap_on:
                 # Nothing follows: leading whitespace of a text-only answer stays; after a
                 # block it goes.
-                self._gap_e = len(buf)
                 if self._gap_lead:
+                    self._end_run(len(buf))
                     self._flush_gap()
                 self._gap_on = False
             return False
         j = self._pos = m.start()
-        self._gap_e = j
+        self._end_run(j)
         c = buf[j]
         if c == "<":
             tok = self._match(j, _CLOSERS) if not self._gap_lead else None
-            if tok:  # an orphan closer after a block: swallowed; only the last run counts
-                self._pos = self._gap_s = self._gap_e = j + len(tok)
+            if tok:  # an orphan closer after a block: swallowed, the stretch goes on
+                self._pos = self._gap_s = j + len(tok)
                 return True
             if tok == NEED_TOKEN:
                 return False
@@ -443,7 +468,7 @@ class TextToolFilter:
                 return False
         elif self._gap_lead and c == "{":
             return self._start_json(j, _P_UNTAGGED)
-        elif self._gap_lead and c == "`" and _col_after(self._col, buf[self._gap_s : j]) <= 3:
+        elif self._gap_lead and c == "`" and _col_after(self._col, self._gap_ws) <= 3:
             self._fence = _FenceHold(j)
             self._mode = FENCE_OPEN
             return True

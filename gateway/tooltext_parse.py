@@ -102,28 +102,60 @@ class JsonScan:
     :func:`json.loads`, which does the real validation. It resumes where it stopped, so feeding
     a long value in small pieces costs linear time.
 
-    With ``keys`` set (untagged calls, R8) it also rejects an object as soon as a top-level key
-    appears that no call object has, so a JSON answer is released early instead of being held
-    to its end (R3).
+    With ``keys`` set (untagged calls, R8) it also rejects an object as soon as a key appears
+    that no call object has (at the top level, and in the object under a top-level
+    ``function`` key), so a JSON answer is released early instead of being held to its end
+    (R3). With ``names`` set too, it rejects the object as soon as a ``name`` value there is
+    complete and is not one of ``names`` (R8 accepts only offered tools), or is not a string.
     """
 
-    __slots__ = ("_expect_key", "_in_str", "_key_start", "_keys", "_stack", "pos", "start")
+    __slots__ = (
+        "_expect_key",
+        "_in_str",
+        "_inner",
+        "_key",
+        "_key_start",
+        "_keys",
+        "_names",
+        "_stack",
+        "_val_start",
+        "pos",
+        "start",
+    )
 
-    def __init__(self, start: int, opener: str, *, keys: bool = False) -> None:
+    def __init__(
+        self,
+        start: int,
+        opener: str,
+        *,
+        keys: bool = False,
+        names: frozenset[str] | None = None,
+    ) -> None:
         """Start scanning at the opening bracket.
 
         Args:
             start: Index of the opening ``{`` or ``[`` in the buffer.
             opener: That character.
             keys: Whether to reject objects with keys no call object has.
+            names: With ``keys``: the only ``name`` values a call object may have.
         """
         self.start = start
         self.pos = start + 1
         self._stack = [opener]
         self._in_str = False
         self._keys = keys and opener == "{"
+        self._names = names if self._keys else None
+        # Key checking follows one object at a time: the top-level one, or (``_inner``) the
+        # object that is the value of its ``function`` key.
+        self._inner = False
         self._expect_key = self._keys
-        self._key_start = -1
+        self._key: str | None = None  # the key whose value comes next in that object
+        self._key_start = -1  # where the key string being read started
+        self._val_start = -1  # where the ``name`` value string being read started
+
+    def _checked(self, depth: int) -> bool:
+        """Whether the container at ``depth`` (1 = top level) has its keys checked."""
+        return self._keys and (depth == 1 or (depth == 2 and self._inner))
 
     def scan(self, buf: str) -> int:
         """Scan on from where the last call stopped.
@@ -158,25 +190,47 @@ class JsonScan:
                 if self._key_start >= 0:
                     key = decode_json(buf[self._key_start : pos])
                     self._key_start = -1
-                    if key not in _CALL_KEYS:
+                    allowed = _CALL_KEYS if len(stack) == 1 else _INNER_KEYS
+                    if key not in allowed:
+                        self.pos = pos
+                        return SCAN_FAIL
+                    self._key = key if isinstance(key, str) else None
+                elif self._val_start >= 0:
+                    name = decode_json(buf[self._val_start : pos])
+                    self._val_start = -1
+                    assert self._names is not None
+                    if name not in self._names:
                         self.pos = pos
                         return SCAN_FAIL
                 continue
-            top = self._keys and len(stack) == 1
-            m = (_OUT_KEYS_RE if top else _OUT_RE).search(buf, pos)
+            checked = self._checked(len(stack))
+            m = (_OUT_KEYS_RE if checked else _OUT_RE).search(buf, pos)
             if m is None:
                 self.pos = n
                 return SCAN_NEED
             j = m.start()
             c = buf[j]
             pos = j + 1
+            # The value of a checked ``name`` comes next: anything but a string is no call (R7).
+            name_next = checked and self._names is not None and self._key == "name"
             if c == '"':
                 self._in_str = True
-                if top and self._expect_key:
-                    self._key_start = j
-                    self._expect_key = False
+                if checked:
+                    if self._expect_key:
+                        self._key_start = j
+                        self._expect_key = False
+                    elif name_next:
+                        self._val_start = j
+                    self._key = None
             elif c in "{[":
+                if name_next:
+                    self.pos = j
+                    return SCAN_FAIL
+                if len(stack) == 1:
+                    self._inner = c == "{" and self._key == "function"
+                    self._expect_key = self._inner
                 stack.append(c)
+                self._key = None
             elif c in "}]":
                 if (stack[-1] == "{") != (c == "}"):
                     self.pos = j
@@ -185,8 +239,14 @@ class JsonScan:
                 if not stack:
                     self.pos = pos
                     return pos
-            elif c == ",":
+                self._expect_key = False  # a checked object, if any, wants ',' or its end
+                self._key = None
+            elif c == ",":  # only seen in a checked object
+                if name_next:
+                    self.pos = j
+                    return SCAN_FAIL
                 self._expect_key = True
+                self._key = None
             else:
                 self.pos = j
                 return SCAN_FAIL

@@ -72,6 +72,29 @@ def test_json_scan_key_check_for_untagged_calls(text: str, result: int) -> None:
     assert JsonScan(0, "{", keys=True).scan(text) == result
 
 
+@pytest.mark.parametrize(
+    ("text", "result"),
+    [
+        pytest.param('{"name": "a", "arguments": {}}', 30, id="offered"),
+        pytest.param('{"name": "b", "arguments": {', SCAN_FAIL, id="not-offered"),
+        pytest.param('{"name": "b"', SCAN_FAIL, id="decided-when-the-string-ends"),
+        pytest.param('{"name": "b', SCAN_NEED, id="string-not-finished"),
+        pytest.param('{"name": "\\u0061", "arguments": {}}', 35, id="escaped"),
+        pytest.param('{"name": 1, "arguments": {}}', SCAN_FAIL, id="number"),
+        pytest.param('{"name": null}', 14, id="literal-at-end-left-to-decoding"),
+        pytest.param('{"name": ["a"]}', SCAN_FAIL, id="array"),
+        pytest.param('{"arguments": {"name": "b"}, "name": "a"}', 41, id="nested-name-free"),
+        pytest.param('{"type": "function", "function": {"name": "a"}}', 47, id="inner-offered"),
+        pytest.param('{"type": "function", "function": {"name": "b"', SCAN_FAIL, id="inner-not"),
+        pytest.param('{"function": {"x": 1', SCAN_FAIL, id="inner-other-key"),
+        pytest.param('{"function": {"arguments": {"name": "b"}}}', 42, id="deeper-free"),
+        pytest.param('{"function": [{"name": "b"}]}', 29, id="inner-array-free"),
+    ],
+)
+def test_json_scan_name_check_for_untagged_calls(text: str, result: int) -> None:
+    assert JsonScan(0, "{", keys=True, names=frozenset({"a"})).scan(text) == result
+
+
 # ------------------------------------------------------------------------ call objects (R7)
 
 GOOD: list[tuple[str, Any, TextToolCall]] = [

@@ -10,6 +10,7 @@ from gateway.tooltext import FilterClosedError, FilterOutput, TextToolCall, Text
 from tests.gateway.tooltext_cases import JSON_CALL, TOOLS, run, steps
 
 CALL_OBJ = '{"name": "web_search", "arguments": {"query": "q"}}'
+HJ = f"<tool_call>{CALL_OBJ}</tool_call>"
 
 # (id, chunks, text released by each feed() and then by close())
 HOLDING: list[tuple[str, list[str], list[str]]] = [
@@ -35,6 +36,31 @@ HOLDING: list[tuple[str, list[str], list[str]]] = [
         ["", "", "ok", ""],
     ),
     ("untagged-not-json", ["{hello", "}"], ["{hello", "}", ""]),
+    (
+        "untagged-unknown-name-released",
+        ['{"name": "John Smith"', ', "arguments": {"x": 1'],
+        ['{"name": "John Smith"', ', "arguments": {"x": 1', ""],
+    ),
+    (
+        "untagged-nested-name-held-until-complete",
+        ['{"type": "function", "function": {"name": "Jo', 'hn", "arguments": {'],
+        ["", '{"type": "function", "function": {"name": "John", "arguments": {', ""],
+    ),
+    (
+        "fence-unknown-name-released",
+        ["```json\n", '{"name": "John"', ', "arguments": {}'],
+        ["", '```json\n{"name": "John"', ', "arguments": {}', ""],
+    ),
+    (
+        "whitespace-kept-across-blocks",
+        ["Para.", HJ, "\n\n", HJ, "Next"],
+        ["Para.", "", "", "", "\n\nNext", ""],
+    ),
+    (
+        "whitespace-kept-across-closer",
+        ["Hello", HJ, " </tool_call>", "world"],
+        ["Hello", "", "", " world", ""],
+    ),
     (
         "fence-held-until-decided",
         ["```python\n", "x = 1\n", "```\n"],
@@ -170,6 +196,10 @@ def test_a_megabyte_of_prose_in_single_characters() -> None:
             id="untagged-json",
         ),
         pytest.param("x" + JSON_CALL + " \n" * 100000 + "y", (200002, 1, 0), id="whitespace-gap"),
+        pytest.param(
+            "x" + JSON_CALL + " </tool_call>\n" * 20000 + "y", (3, 1, 0), id="closers-in-a-gap"
+        ),
+        pytest.param("x" + (JSON_CALL + "\n\n") * 3000 + "y", (4, 3000, 0), id="blocks-in-a-gap"),
         pytest.param("<tool_call>{oops" + "a" * 200000, (0, 0, 1), id="malformed-skip"),
         pytest.param(
             "x\n```\n" + "<tool_call> `` ~\n" * 12000 + "```\n", (204010, 0, 0), id="fenced-code"

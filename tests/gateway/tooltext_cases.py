@@ -133,6 +133,22 @@ CORPUS: dict[str, str] = {
     "untagged-call": '  {"name": "web_search", "arguments": {"query": "q"}}\n\nNow the text.',
     "untagged-json-answer": '{"name": "Alice", "age": 3}\nthat is JSON',
     "untagged-unknown-tool": '{"name": "other", "arguments": {}} rest',
+    "untagged-unknown-name-cut": '{"name": "John Smith", "arguments": {"x": 1',
+    "untagged-nested-unknown-name": (
+        '{"type": "function", "function": {"name": "Jo\\u0068n", "arguments": {}}} and text'
+    ),
+    "untagged-nested-call": (
+        ' {"type": "function", "function": {"arguments": {"query": "q"}, "name": "web_search"}}'
+        "\n\nText."
+    ),
+    "fence-unknown-name-cut": '```json\n{"name": "John", "arguments": {"x": 1',
+    "gap-closer-after-space": f"Hello{JSON_CALL} </tool_call>world",
+    "gap-blank-line-closer": f"Hello{JSON_CALL}\n\n</function>World",
+    "gap-between-blocks": f"Para.{JSON_CALL}\n\n{JSON_CALL}Next",
+    "gap-mixed": (
+        f"A{JSON_CALL} </tool_call>\n\n</function> <tool_call>{{x}}</tool_call>\n"
+        f"{XML_CALL}</tool_call><tool_call> B"
+    ),
     "untagged-not-at-start": 'Text {"name": "web_search", "arguments": {"query": "q"}}',
     "fence-call-json": (
         '```json\n{"name": "web_search", "arguments": {"query": "q"}}\n```\nThat was a call.'
