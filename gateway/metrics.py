@@ -18,44 +18,44 @@ class GatewayMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self.chat_requests = Counter(
-            "gateway_chat_requests_total",
+            "tigress_gateway_chat_requests_total",
             "Chat requests by mode (web or proxy) and outcome.",
             ["mode", "outcome"],
             registry=registry,
         )
         self.rounds = Histogram(
-            "gateway_chat_rounds",
+            "tigress_gateway_chat_rounds",
             "Engine rounds used per answer under the Web switch.",
             buckets=(1, 2, 3, 4, 6, 8, 12, 16),
             registry=registry,
         )
         self.tool_calls = Counter(
-            "gateway_tool_calls_total",
+            "tigress_gateway_tool_calls_total",
             "Tool calls by tool and outcome (duplicate and malformed calls included).",
             ["tool", "outcome"],
             registry=registry,
         )
         self.first_token = Histogram(
-            "gateway_time_to_first_token_seconds",
+            "tigress_gateway_time_to_first_token_seconds",
             "Time from the request to the first content sent to the client.",
             ["mode"],
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32),
             registry=registry,
         )
         self.streamed_tokens = Counter(
-            "gateway_streamed_tokens_total",
+            "tigress_gateway_streamed_tokens_total",
             "Content chunks streamed to clients (one engine token each, as engines send them).",
             ["mode"],
             registry=registry,
         )
         self.engine_errors = Counter(
-            "gateway_engine_errors_total",
+            "tigress_gateway_engine_errors_total",
             "Engine failures by kind.",
             ["kind"],
             registry=registry,
         )
         self.inflight = Gauge(
-            "gateway_inflight_chats", "Chat requests being served now.", registry=registry
+            "tigress_gateway_inflight_chats", "Chat requests being served now.", registry=registry
         )
 
     def tool_label(self, name: str, known: list[str]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.settings import EngineSettings
 from tests.gateway.conftest import (
@@ -143,10 +144,12 @@ async def test_engine_unreachable_is_502(
     assert proxied.status_code == 502
     assert proxied.json()["error"]["code"] == "engine_unreachable"
     assert web.status_code == 502
-    assert registry.get_sample_value("gateway_engine_errors_total", {"kind": "connect"}) == 2
+    assert (
+        registry.get_sample_value("tigress_gateway_engine_errors_total", {"kind": "connect"}) == 2
+    )
     assert (
         registry.get_sample_value(
-            "gateway_chat_requests_total", {"mode": "proxy", "outcome": "engine_error"}
+            "tigress_gateway_chat_requests_total", {"mode": "proxy", "outcome": "engine_error"}
         )
         == 1
     )
@@ -223,12 +226,26 @@ async def test_metrics_is_a_route_without_redirect(
         response = await http.get(f"{url}/metrics")
     assert response.status_code == 200
     text = response.text
-    assert 'gateway_chat_requests_total{mode="web",outcome="ok"} 1.0' in text
-    assert 'gateway_chat_requests_total{mode="none",outcome="rejected"} 1.0' in text
-    assert 'gateway_tool_calls_total{outcome="ok",tool="web_search"} 1.0' in text
-    assert "gateway_chat_rounds_count 1.0" in text
-    assert "gateway_inflight_chats 0.0" in text
-    assert 'gateway_time_to_first_token_seconds_count{mode="web"} 1.0' in text
+    assert 'tigress_gateway_chat_requests_total{mode="web",outcome="ok"} 1.0' in text
+    assert 'tigress_gateway_chat_requests_total{mode="none",outcome="rejected"} 1.0' in text
+    assert 'tigress_gateway_tool_calls_total{outcome="ok",tool="web_search"} 1.0' in text
+    assert "tigress_gateway_chat_rounds_count 1.0" in text
+    assert "tigress_gateway_inflight_chats 0.0" in text
+    assert 'tigress_gateway_time_to_first_token_seconds_count{mode="web"} 1.0' in text
+    # A real parser accepts the whole exposition; every family follows the naming rules.
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    ours = {
+        name: f
+        for name, f in families.items()
+        if name.startswith("tigress_gateway_") and not name.endswith("_created")
+    }
+    assert len(ours) == 7
+    for family in ours.values():
+        if family.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
+        for sample in family.samples:
+            # Closed label sets: never an address or user text.
+            assert not {"url", "host", "ip", "model", "query"} & set(sample.labels)
 
 
 # --- Pass-through (Web switch off) -----------------------------------------------------------
