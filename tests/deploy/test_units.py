@@ -1,0 +1,131 @@
+"""The systemd units: valid, sandboxed, and a kernel deny list that matches the policy table.
+
+``IPAddressDeny=`` is the backstop behind the fetcher's own checks (SPEC 9): every block
+``fetcher.policy`` refuses must be denied by the kernel too, and public destinations (also
+through IPv4-mapped and NAT64 spellings) must not be.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
+from pathlib import Path
+
+import pytest
+
+from fetcher.policy import IPV4_BLOCKS, IPV6_BLOCKS
+
+UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
+IPNetwork = IPv4Network | IPv6Network
+
+
+def directives(unit: str, name: str) -> list[str]:
+    values = []
+    for line in (UNITS / unit).read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == name:
+            values += value.split()
+    return values
+
+
+def denied() -> list[IPNetwork]:
+    return [ip_network(value) for value in directives("fetcher.service", "IPAddressDeny")]
+
+
+def is_denied(network: IPNetwork) -> bool:
+    return any(
+        network.version == deny.version and network.subnet_of(deny)  # type: ignore[arg-type]
+        for deny in denied()
+    )
+
+
+# ::/8 also holds IPv4-mapped addresses, which are denied by payload instead; the rest of
+# ::/8 is not routable. The catch-all outside 2000::/3 is not a table block.
+NOT_DENIED_WHOLE = {"::/8"}
+
+
+@pytest.mark.parametrize("block", IPV4_BLOCKS, ids=lambda b: str(b.network))
+def test_every_ipv4_block_of_the_policy_is_denied_by_the_kernel(block: object) -> None:
+    network = block.network  # type: ignore[attr-defined]
+    assert is_denied(network)
+    mapped = ip_network(f"::ffff:{network.network_address}/{96 + network.prefixlen}")
+    nat64 = ip_network(f"64:ff9b::{network.network_address}/{96 + network.prefixlen}")
+    assert is_denied(mapped)
+    assert is_denied(nat64)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [b for b in IPV6_BLOCKS if str(b.network) not in NOT_DENIED_WHOLE],
+    ids=lambda b: str(b.network),
+)
+def test_every_ipv6_block_of_the_policy_is_denied_by_the_kernel(block: object) -> None:
+    assert is_denied(block.network)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"],
+)
+def test_public_destinations_are_not_denied(address: str) -> None:
+    assert not is_denied(ip_network(ip_address(address)))
+
+
+def test_the_fetcher_allows_no_loopback_except_a_commented_dns_stub() -> None:
+    assert directives("fetcher.service", "IPAddressAllow") == []
+
+
+def test_the_gateway_reaches_only_localhost() -> None:
+    assert directives("gateway.service", "IPAddressAllow") == ["localhost"]
+    assert directives("gateway.service", "IPAddressDeny") == ["any"]
+
+
+def test_both_services_run_as_dynamic_users_without_capabilities() -> None:
+    for unit in ("fetcher.service", "gateway.service"):
+        assert directives(unit, "DynamicUser") == ["yes"]
+        assert directives(unit, "CapabilityBoundingSet") == []
+        assert directives(unit, "ProtectSystem") == ["strict"]
+
+
+@pytest.fixture
+def runnable_units(tmp_path: Path) -> Path:
+    """The units with ExecStart's interpreter swapped for this one, so verify can check it."""
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed")
+    for unit in UNITS.iterdir():
+        if unit.suffix in (".service", ".socket"):
+            text = unit.read_text().replace("/opt/tigress/venv/bin/python", sys.executable)
+            (tmp_path / unit.name).write_text(text)
+    return tmp_path
+
+
+def test_units_verify(runnable_units: Path) -> None:
+    names = ["fetcher.service", "gateway.service", "fetcher-metrics.socket"]
+    done = subprocess.run(
+        ["systemd-analyze", "verify", *(str(runnable_units / n) for n in names)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("unit", ["fetcher.service", "gateway.service"])
+def test_exposure_score_stays_low(runnable_units: Path, unit: str) -> None:
+    done = subprocess.run(
+        [
+            "systemd-analyze",
+            "security",
+            "--offline=yes",
+            "--threshold=20",  # exposure 2.0 (the scale is 0-100)
+            str(runnable_units / unit),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
