@@ -34,7 +34,8 @@ EXIT_REFUSED = 3
 
 
 def _resolve_entry(text: str) -> tuple[str, IPAddress]:
-    """``NAME:IP`` split at the first colon, so IPv6 answers need no brackets."""
+    """``NAME:IP`` split at the first colon, so IPv6 answers need no brackets (curl's
+    ``NAME:PORT:IP`` is read too)."""
     name, colon, address = text.partition(":")
     if not colon or not name:
         raise argparse.ArgumentTypeError(f"expected NAME:IP, got {text!r}")
@@ -44,11 +45,19 @@ def _resolve_entry(text: str) -> tuple[str, IPAddress]:
     try:
         return host[0], ip_address(address.strip("[]"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{address!r} is not an IP address") from None
+        pass
+    # curl's own form, NAME:PORT:IP, is accepted too (the port says nothing here).
+    port, colon, rest = address.partition(":")
+    if colon and port.isdigit():
+        try:
+            return host[0], ip_address(rest.strip("[]"))
+        except ValueError:
+            pass
+    raise argparse.ArgumentTypeError(f"{address!r} is not an IP address")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for every subcommand."""
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The argument parser, and the parser of each subcommand by name."""
     parser = argparse.ArgumentParser(prog="python -m fetcher", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -85,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the gRPC service")
     add_serve_arguments(serve)
-    return parser
+    return parser, {"check": check, "get": get, "text": text, "read": read, "serve": serve}
 
 
 async def check_urls(
@@ -242,8 +251,15 @@ async def _read(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    parser, commands = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name = argv[0] if argv else ""
+    if name in commands and name != "serve":
+        # Options and addresses may come in any order: `check URL --resolve NAME:IP URL`.
+        args = commands[name].parse_intermixed_args(argv[1:])
+        args.command = name
+    else:
+        args = parser.parse_args(argv)
     if args.command == "check":
         return asyncio.run(_check(args))
     if args.command == "get":

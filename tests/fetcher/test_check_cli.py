@@ -131,3 +131,35 @@ def test_hundreds_of_urls_in_one_call() -> None:
     assert len(lines) == 301
     assert all(line["allowed"] for line in lines[:300])
     assert [line["url"] for line in lines[:300]] == urls
+
+
+def test_options_and_urls_may_be_interleaved() -> None:
+    code, lines, _ = run_check(
+        "--resolve",
+        "a.test:1.1.1.1",
+        "https://a.test/",
+        "--resolve",
+        "b.test:10.1.1.1",
+        "https://b.test/",
+    )
+    assert code == 3
+    assert [(line["url"], line["reason"]) for line in lines] == [
+        ("https://a.test/", "allowed"),
+        ("https://b.test/", "not_public"),
+    ]
+
+
+def test_curls_name_port_ip_form_is_read_too() -> None:
+    code, lines, _ = run_check(
+        "--resolve",
+        "a.test:443:1.1.1.1",
+        "--resolve",
+        "b.test:443:[fd00::1]",
+        "https://a.test/",
+        "https://b.test/",
+    )
+    assert code == 3
+    assert [(line["reason"], line["addresses"]) for line in lines] == [
+        ("allowed", ["1.1.1.1"]),
+        ("not_public", ["fd00::1"]),
+    ]
