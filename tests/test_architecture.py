@@ -2,8 +2,9 @@
 
 - Data flows one way: ``fetcher`` never imports ``gateway``; ``gateway`` imports from the
   fetcher side only the client and the generated contract.
-- No shipped module builds a loosened policy: ``Policy(...)`` is only ever called with no
-  arguments outside the tests, so no setting, flag or variable can switch a rule off.
+- No shipped module builds a loosened policy: ``Policy(...)`` (and, in the fetcher, the
+  download ``Limits(...)``) is only ever called with no arguments outside the tests, so no
+  setting, flag or variable can switch a rule off.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def test_gateway_imports_only_the_client_and_the_contract_from_the_fetcher(path:
     assert foreign == []
 
 
-def policy_calls_with_arguments(path: Path) -> list[int]:
+def calls_with_arguments(path: Path, callee: str) -> list[int]:
     tree = ast.parse(path.read_text(), filename=str(path))
     lines = []
     for node in ast.walk(tree):
@@ -59,17 +60,23 @@ def policy_calls_with_arguments(path: Path) -> list[int]:
                 if isinstance(node.func, ast.Attribute)
                 else getattr(node.func, "id", "")
             )
-            if name == "Policy" and (node.args or node.keywords):
+            if name == callee and (node.args or node.keywords):
                 lines.append(node.lineno)
     return lines
 
 
 @pytest.mark.parametrize("path", modules("fetcher") + modules("gateway"), ids=lambda p: p.name)
 def test_shipped_code_only_builds_the_production_policy(path: Path) -> None:
-    assert policy_calls_with_arguments(path) == []
+    assert calls_with_arguments(path, "Policy") == []
+
+
+@pytest.mark.parametrize("path", modules("fetcher"), ids=lambda p: p.name)
+def test_the_fetcher_only_builds_the_production_limits(path: Path) -> None:
+    # Rule 5's limits (10 s, 2 MiB, text types, 3 redirects) are not settings either.
+    assert calls_with_arguments(path, "Limits") == []
 
 
 def test_the_scan_would_see_a_loosened_policy(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("from fetcher.policy import Policy\np = Policy(exempt=())\nq = Policy()\n")
-    assert policy_calls_with_arguments(sample) == [2]
+    assert calls_with_arguments(sample, "Policy") == [2]
