@@ -22,7 +22,8 @@ class KeyChecker:
     digests, and every configured key is compared (no early exit), so the time taken does
     not depend on how much of a key matched or on which key matched. The key never appears
     in an error message. Callers may rely on `check` raising `AuthError` for anything but
-    an exact configured key. Proved by ``tests/gateway/test_auth.py``.
+    an exact configured key. Proved by ``test_anything_but_a_configured_key_is_refused``
+    in ``tests/gateway/test_pure.py`` and ``test_api_routes_need_the_key`` in ``test_app.py``.
     """
 
     def __init__(self, keys: Iterable[str]) -> None:
