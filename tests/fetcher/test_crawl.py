@@ -174,7 +174,7 @@ async def test_slow_page_is_reported_as_timeout_at_the_deadline(
     origin.routes["/never"] = page("Never")
     async with make_downloader(limits=Limits(page_timeout=5.0)) as downloader:
         report = await crawl(
-            origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, deadline=0.6
+            origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, deadline=2.0
         )
     assert [p.title for p in report.pages] == ["Start", "Quick"]
     assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/slow"), Reason.TIMEOUT)]
