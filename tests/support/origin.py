@@ -102,10 +102,12 @@ class Origin:
         """Stop listening and drop every open connection."""
         if self._server is not None:
             self._server.close()
-        # Aborting the transports ends each connection's read loop without cancelling
-        # its task (a cancelled handler task makes asyncio log a traceback).
+        # Abort the connections and cancel their handlers (a handler may be sleeping in a
+        # scripted delay); handlers end quietly on cancellation, see _serve.
         for writer in list(self._writers):
             writer.transport.abort()
+        for task in list(self._connections):
+            task.cancel()
         for task in list(self._connections):
             with contextlib.suppress(Exception):
                 await task
@@ -133,6 +135,10 @@ class Origin:
                 if not keep_alive:
                     return
         except (ConnectionError, ssl.SSLError):
+            return
+        except asyncio.CancelledError:
+            # Only stop() cancels handlers; ending normally keeps asyncio from logging
+            # the cancelled task as an error.
             return
         finally:
             self._connections.discard(task)
