@@ -50,47 +50,24 @@ CASES = [
     ("ftp://public.test/", "scheme", []),
     ("https://u:p@public.test/", "userinfo", []),
     ("https://public.test\\@127.0.0.1/", "malformed", []),
-    ("https://nowhere.invalid/", "dns", []),
+]
+RESOLVES = [
+    f"--resolve={entry}"
+    for entry in (
+        "private.test:10.0.0.1",
+        "mixed.test:1.1.1.1",
+        "mixed.test:127.0.0.1",
+        "v6.test:fd00::1",
+        "public.test:1.1.1.1",
+    )
 ]
 
 
 def test_refusals_in_order_with_reasons_and_addresses() -> None:
-    code, lines, _ = run_check(
-        "--resolve",
-        "private.test:10.0.0.1",
-        "--resolve",
-        "mixed.test:1.1.1.1",
-        "--resolve",
-        "mixed.test:127.0.0.1",
-        "--resolve",
-        "v6.test:fd00::1",
-        "--resolve",
-        "public.test:1.1.1.1",
-        "--resolve",
-        "nowhere.invalid:not-an-ip-but-ignored",
-        *[url for url, _, _ in CASES],
-    )
-    # A bad --resolve value is a usage error, before anything is checked.
-    assert code == 2
-    assert lines == []
-    code, lines, _ = run_check(
-        "--resolve",
-        "private.test:10.0.0.1",
-        "--resolve",
-        "mixed.test:1.1.1.1",
-        "--resolve",
-        "mixed.test:127.0.0.1",
-        "--resolve",
-        "v6.test:fd00::1",
-        "--resolve",
-        "public.test:1.1.1.1",
-        *[url for url, _, _ in CASES[:-1]],
-    )
+    code, lines, _ = run_check(*RESOLVES, *[url for url, _, _ in CASES])
     assert code == 3
-    assert [(line["url"], line["reason"], line["addresses"]) for line in lines] == [
-        (url, reason, addresses) for url, reason, addresses in CASES[:-1]
-    ]
-    assert [line["allowed"] for line in lines] == [r == "allowed" for _, r, _ in CASES[:-1]]
+    assert [(line["url"], line["reason"], line["addresses"]) for line in lines] == CASES
+    assert [line["allowed"] for line in lines] == [r == "allowed" for _, r, _ in CASES]
 
 
 @pytest.mark.parametrize(
@@ -99,8 +76,9 @@ def test_refusals_in_order_with_reasons_and_addresses() -> None:
         [],
         ["--resolve", "nocolon", "https://a.test/"],
         ["--resolve", "a.test:300.1.1.1", "https://a.test/"],
+        ["--resolve", "a.test:not-an-ip", "https://a.test/"],
     ],
-    ids=["no-urls", "resolve-without-colon", "resolve-bad-ip"],
+    ids=["no-urls", "resolve-without-colon", "resolve-bad-ip", "resolve-not-an-ip"],
 )
 def test_usage_errors_exit_two(args: list[str]) -> None:
     code, lines, stderr = run_check(*args)
