@@ -180,15 +180,13 @@ def report_json(report: Report) -> dict[str, Any]:
 
 def report_text(report: Report) -> str:
     """A crawl report for people to read."""
-    lines: list[str] = []
     if report.first_page_failed:
         failure = report.failures[0]
-        lines.append(f"Could not read {failure.url}: {failure.reason} ({failure.detail})")
+        return f"Could not read {failure.url}: {failure.reason} ({failure.detail})"
+    lines: list[str] = []
     for page in report.pages:
         lines += [f"== {page.title or page.final_url}", f"   {page.final_url}", "", page.text, ""]
-    lines += [f"!! {f.url}: {f.reason} ({f.detail})" for f in report.failures[1:]]
-    if report.pages:
-        lines += [f"!! {f.url}: {f.reason} ({f.detail})" for f in report.failures[:1]]
+    lines += [f"!! {f.url}: {f.reason} ({f.detail})" for f in report.failures]
     return "\n".join(lines)
 
 
