@@ -42,6 +42,7 @@ from fetcher.outcome import HopRecord
 from fetcher.report import Report
 from fetcher.service import FetcherServicer, OnPage, Reader
 from fetcher.settings import Listen, Settings, describe, load_settings, parse_listen
+from fetcher.transport import default_ssl_context
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
 
 logger = logging.getLogger("fetcher")
@@ -285,7 +286,11 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
     prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
     metrics = Metrics(CollectorRegistry(auto_describe=True))
     fetch_log = FetchLog(choose_sink(settings.log_sink, environ=environ))
-    downloader = Downloader(observer=hop_observer(fetch_log, metrics))
+    extra_ca = settings.extra_ca_file
+    downloader = Downloader(
+        observer=hop_observer(fetch_log, metrics),
+        ssl_context=default_ssl_context(extra_cadata=extra_ca.pem if extra_ca else None),
+    )
     server = FetcherServer(
         settings,
         reader=crawl_reader(downloader, concurrency=settings.crawl_concurrency),
@@ -305,7 +310,11 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
             metrics_servers.append(await serve_metrics(metrics.registry, listener))
         for line in describe(settings):
             logger.info("setting %s", line)
-        logger.info("serving on %s", ", ".join(server.ports))
+        logger.info(
+            "serving on %s; TLS trust: %s",
+            ", ".join(server.ports),
+            f"system store + extra_ca_file {extra_ca}" if extra_ca else "system store",
+        )
         sd_notify("READY=1\nSTATUS=serving", environ)
         await stop.wait()
         sd_notify("STOPPING=1\nSTATUS=draining reads", environ)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import math
+import ssl
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -59,6 +60,25 @@ class Listen:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class CaBundle:
+    """Certificate authorities the fetcher trusts besides the system store (read at start).
+
+    Attributes:
+        path: The PEM file the certificates were read from.
+        pem: Its text, as read once at start-up.
+        certificates: How many certificates it holds (one or more).
+    """
+
+    path: Path
+    pem: str = dataclasses.field(repr=False)
+    certificates: int
+
+    def __str__(self) -> str:
+        plural = "" if self.certificates == 1 else "s"
+        return f"{self.path} ({self.certificates} certificate{plural})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     """Everything the fetcher service can be told at start-up.
 
@@ -78,6 +98,8 @@ class Settings:
         tls_cert_file: Server certificate (PEM) for TCP listeners; enables mutual TLS.
         tls_key_file: The certificate's private key (PEM).
         tls_client_ca_file: CA bundle (PEM) that client certificates must chain to.
+        extra_ca_file: Certificate authorities trusted for web pages in addition to (never
+            instead of) the system store: a TLS-inspecting egress proxy, a private host.
     """
 
     listen: tuple[Listen, ...] = ()
@@ -92,6 +114,7 @@ class Settings:
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     tls_client_ca_file: Path | None = None
+    extra_ca_file: CaBundle | None = None
 
     @property
     def tls(self) -> bool:
@@ -142,7 +165,7 @@ def parse_listen(value: str, *, base: Path | None = None) -> Listen:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Field:
-    kind: str  # "int", "float", "str", "path", "listen"
+    kind: str  # "int", "float", "str", "path", "listen", "ca_bundle"
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
@@ -161,6 +184,7 @@ _FIELDS: dict[str, _Field] = {
     "tls_cert_file": _Field("path"),
     "tls_key_file": _Field("path"),
     "tls_client_ca_file": _Field("path"),
+    "extra_ca_file": _Field("ca_bundle"),
 }
 
 
@@ -219,7 +243,51 @@ def _convert(name: str, field: _Field, raw: object, source: str) -> object:
         raise bad(f"expected one of {', '.join(field.choices)}")
     if field.kind == "path":
         return Path(raw) if raw else None
+    if field.kind == "ca_bundle":
+        return read_ca_bundle(Path(raw), source) if raw else None
     return raw
+
+
+def read_ca_bundle(path: Path, source: str) -> CaBundle:
+    """Reads the extra certificate authorities once, at start-up.
+
+    Args:
+        path: A PEM file with one or more certificates.
+        source: Where the setting came from, for the message.
+
+    Returns:
+        The certificates' text and count.
+
+    Raises:
+        ConfigError: The file cannot be read or holds no valid PEM certificate; the
+            message names ``extra_ca_file``.
+
+    # Security
+    Every certificate in the file can vouch for any host name, so whoever holds one of
+    their keys can read and change the pages the fetcher reads (that is what a
+    TLS-inspecting proxy does). The file only ever adds to the system store, is named at
+    start-up (in the settings lines and the "serving on" line), and a file that is not
+    exactly readable PEM stops start-up rather than silently trusting less or more.
+    Proved by ``tests/fetcher/test_extra_ca.py``.
+    """
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"{source}: bad value {str(path)!r} for extra_ca_file: {why}")
+
+    try:
+        text = path.read_text(encoding="ascii")
+    except OSError as exc:
+        raise bad(f"cannot be read ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise bad("not a PEM file (DER? convert it with openssl x509 -inform der)") from exc
+    count = text.count("-----BEGIN CERTIFICATE-----")
+    if count == 0:
+        raise bad("no PEM certificate in it")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=text)
+    except ssl.SSLError as exc:
+        raise bad(f"not a valid PEM certificate bundle ({exc.reason or exc})") from exc
+    return CaBundle(path=path, pem=text, certificates=count)
 
 
 def _check_whole(settings: Settings) -> Settings:

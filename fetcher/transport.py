@@ -27,27 +27,38 @@ MAX_POOLS = 32
 KEEPALIVE_EXPIRY = 5.0
 
 
-def default_ssl_context(cafile: str | None = None) -> ssl.SSLContext:
+def default_ssl_context(
+    cafile: str | None = None, *, extra_cadata: str | None = None
+) -> ssl.SSLContext:
     """A client TLS context: the system trust store (or ``cafile``), TLS 1.2 or newer.
+
+    Args:
+        cafile: Trust only this bundle (tests); the system store when ``None``.
+        extra_cadata: PEM certificates trusted in addition (the ``extra_ca_file``
+            setting, read at start-up).
 
     # Security
     What the fetcher trusts is decided here and nowhere else: ``cafile`` when given,
     otherwise the trust store OpenSSL was built with (``openssl_cafile`` and
-    ``openssl_capath``, on Debian ``/etc/ssl/certs``). ``SSL_CERT_FILE`` and
-    ``SSL_CERT_DIR`` are not consulted, so the environment cannot add a certificate
-    authority. Certificates are verified and the name is checked. Tested by
-    ``test_trust_store_ignores_ssl_cert_file`` in ``tests/fetcher/test_download.py``.
+    ``openssl_capath``, on Debian ``/etc/ssl/certs``), plus ``extra_cadata`` when the
+    operator set ``extra_ca_file``: added to the store, never replacing it.
+    ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` are not consulted, so the environment cannot
+    add a certificate authority behind the settings' back. Certificates are verified and
+    the name is checked. Tested by ``test_trust_store_ignores_ssl_cert_file`` in
+    ``tests/fetcher/test_download.py`` and by ``tests/fetcher/test_extra_ca.py``.
     """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies and checks names
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if cafile is not None:
         context.load_verify_locations(cafile=cafile)
-        return context
-    paths = ssl.get_default_verify_paths()
-    cafile_default = paths.openssl_cafile if os.path.exists(paths.openssl_cafile) else None
-    capath_default = paths.openssl_capath if os.path.isdir(paths.openssl_capath) else None
-    if cafile_default or capath_default:
-        context.load_verify_locations(cafile=cafile_default, capath=capath_default)
+    else:
+        paths = ssl.get_default_verify_paths()
+        cafile_default = paths.openssl_cafile if os.path.exists(paths.openssl_cafile) else None
+        capath_default = paths.openssl_capath if os.path.isdir(paths.openssl_capath) else None
+        if cafile_default or capath_default:
+            context.load_verify_locations(cafile=cafile_default, capath=capath_default)
+    if extra_cadata is not None:
+        context.load_verify_locations(cadata=extra_cadata)
     return context
 
 
