@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench proto clean venv
+.PHONY: run test lint bench proto clean venv install uninstall wheelhouse test-deps
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -27,13 +27,50 @@ run: $(STAMP)
 	trap 'kill $$fetcher 2>/dev/null; wait $$fetcher 2>/dev/null' EXIT INT TERM; \
 	TIGRESS_FETCHER=unix:run/fetcher.sock $(BIN)/python -m gateway
 
-test: $(STAMP)
+test: $(STAMP) test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# What tests/deploy/test_systemd.py needs besides the venv, installed only when running as
+# root (the test skips otherwise): Debian's systemd-nspawn and ip, and the wheelhouse the
+# install inside the container uses (no package index there).
+test-deps:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  missing=; \
+	  command -v systemd-nspawn >/dev/null || missing="$$missing systemd-container"; \
+	  command -v ip >/dev/null || missing="$$missing iproute2"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing Debian's$$missing for the systemd tests" >&2; \
+	    apt-get install -y -q --no-install-recommends $$missing >&2 || \
+	    { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends $$missing >&2; }; \
+	  fi; \
+	  $(MAKE) -s wheelhouse; \
+	fi
+
 lint: $(STAMP)
-	$(BIN)/ruff check fetcher gateway tests bench
-	$(BIN)/ruff format --check fetcher gateway tests bench
-	$(BIN)/mypy fetcher gateway tests bench
+	$(BIN)/ruff check fetcher gateway tests bench deploy
+	$(BIN)/ruff format --check fetcher gateway tests bench deploy
+	$(BIN)/mypy fetcher gateway tests bench deploy
+
+# Production: both services under systemd (deploy/systemd/README.md). As root, from this
+# folder; WHEELHOUSE=dir installs offline from `make wheelhouse`'s output.
+install:
+	WHEELHOUSE='$(WHEELHOUSE)' deploy/install.sh install
+
+uninstall:
+	deploy/install.sh uninstall
+
+# Wheels of every dependency and of the build backend, for `make install WHEELHOUSE=...`
+# on a machine without the package index (same Python version and architecture).
+WHEELS := wheelhouse
+wheelhouse: $(WHEELS)/.built
+
+$(WHEELS)/.built: pyproject.toml | $(STAMP)
+	@rm -rf $(WHEELS) && mkdir -p $(WHEELS)
+	$(BIN)/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); \
+	  print("\n".join(p["build-system"]["requires"] + p["project"]["dependencies"]))' \
+	  > $(WHEELS)/requirements.txt
+	$(BIN)/python -m pip wheel -q -w $(WHEELS) -r $(WHEELS)/requirements.txt
+	@touch $@
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH)
@@ -50,4 +87,4 @@ proto: $(STAMP)
 	  proto/tigress/fetcher/v1/fetcher.proto
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(WHEELS) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Deployment: the installer, its DNS drop-in writer, the units (never installed itself)."""
