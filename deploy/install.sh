@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs Tigress as two systemd services, or removes it (deploy/systemd/README.md).
 #
-#   deploy/install.sh install      (what `make install` runs; run it again to upgrade)
+#   deploy/install.sh install      (what `make install` runs; run it again to upgrade:
+#                                   services restart only when something changed)
 #   deploy/install.sh uninstall    (what `make uninstall` runs)
 #
 # Needs root, systemd, and a Python 3.11+ with its venv module (Debian: python3-venv).
@@ -29,6 +30,7 @@ CONF=/etc/tigress
 PYTHON=${PYTHON:-/usr/bin/python3}
 WHEELHOUSE=${WHEELHOUSE:-}
 SERVICES="fetcher-metrics.socket fetcher.service gateway.service"
+CHANGED=no
 
 say() { printf 'tigress: %s\n' "$*"; }
 die() { printf 'tigress: %s\n' "$*" >&2; exit 1; }
@@ -58,44 +60,65 @@ make_venv() {
     fi
 }
 
+# Installs $1 as $2 with mode $3 unless $2 already has that content; notes a change.
+put() {
+    if ! cmp -s "$1" "$2"; then
+        install -m "$3" "$1" "$2"
+        CHANGED=yes
+    fi
+}
+
 install_program() {
-    # The source is built by pip in a copy: a read-only checkout works, and no build/
-    # or *.egg-info is left in it.
+    # pip builds from a copy of what the wheel holds: a read-only checkout works, no
+    # build/ or *.egg-info is left in it, and only a change to the program reinstalls it.
     build=$(mktemp -d)
     trap 'rm -rf "$build"' EXIT
-    tar -C "$SRC" -cf - --exclude=.venv --exclude=.git --exclude=wheelhouse \
-        --exclude=run --exclude=build --exclude='*.egg-info' --exclude=__pycache__ \
-        --exclude=.mypy_cache --exclude=.pytest_cache --exclude=.ruff_cache . |
+    tar -C "$SRC" -cf - --exclude=__pycache__ pyproject.toml README.md fetcher gateway |
         tar -C "$build" -xf -
-    if [ -n "$WHEELHOUSE" ]; then
+    # The same source twice is installed once: a second run changes nothing.
+    source_id=$(cd "$build" && find . -type f -print0 | LC_ALL=C sort -z |
+        xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+    if [ "$(cat "$VENV/.tigress-source" 2>/dev/null)" = "$source_id" ]; then
+        say "program unchanged in $VENV"
+    elif [ -n "$WHEELHOUSE" ]; then
         [ -d "$WHEELHOUSE" ] || die "WHEELHOUSE=$WHEELHOUSE is not a directory"
         wheels=$(cd "$WHEELHOUSE" && pwd)
         say "installing into $VENV offline from $wheels"
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-index \
             --find-links "$wheels" "$build"
+        echo "$source_id" >"$VENV/.tigress-source"
+        CHANGED=yes
     else
         say "installing into $VENV (dependencies from the package index)"
         "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$build"
+        echo "$source_id" >"$VENV/.tigress-source"
+        CHANGED=yes
     fi
     rm -rf "$build"
     trap - EXIT
-    install -m 0644 "$SRC/deploy/systemd/README.md" "$PREFIX/README.md"
+    put "$SRC/deploy/systemd/README.md" "$PREFIX/README.md" 0644
 }
 
 install_system_files() {
     install -d -m 0755 /etc/sysusers.d "$DROPIN"
-    install -m 0644 "$SRC/deploy/systemd/tigress.sysusers.conf" "$SYSUSERS"
+    put "$SRC/deploy/systemd/tigress.sysusers.conf" "$SYSUSERS" 0644
     systemd-sysusers "$SYSUSERS"
     for unit in $SERVICES; do
-        install -m 0644 "$SRC/deploy/systemd/$unit" "$UNITS/$unit"
+        put "$SRC/deploy/systemd/$unit" "$UNITS/$unit" 0644
     done
     "$PYTHON" "$SRC/deploy/resolvers.py" /etc/resolv.conf >"$DROPIN/resolvers.conf.new"
-    chmod 0644 "$DROPIN/resolvers.conf.new"
-    mv "$DROPIN/resolvers.conf.new" "$DROPIN/resolvers.conf"
+    put "$DROPIN/resolvers.conf.new" "$DROPIN/resolvers.conf" 0644
+    rm -f "$DROPIN/resolvers.conf.new"
     install -d -m 0755 "$CONF"
     # Examples only: an operator's edited file is never replaced.
-    [ -e "$CONF/tigress.toml" ] || install -m 0644 "$SRC/deploy/etc/tigress.toml" "$CONF/"
-    [ -e "$CONF/gateway.env" ] || install -m 0600 "$SRC/deploy/etc/gateway.env" "$CONF/"
+    if [ ! -e "$CONF/tigress.toml" ]; then
+        install -m 0644 "$SRC/deploy/etc/tigress.toml" "$CONF/"
+        CHANGED=yes
+    fi
+    if [ ! -e "$CONF/gateway.env" ]; then
+        install -m 0600 "$SRC/deploy/etc/gateway.env" "$CONF/"
+        CHANGED=yes
+    fi
 }
 
 start_services() {
@@ -104,11 +127,16 @@ start_services() {
         say "systemd is not running here: units enabled, not started"
         return
     fi
-    systemctl daemon-reload
-    systemctl start fetcher-metrics.socket
-    # restart also starts a stopped unit, and makes a running one use the new program.
-    systemctl restart fetcher.service gateway.service
-    say "running: $(systemctl is-active fetcher.service) fetcher, $(systemctl is-active gateway.service) gateway"
+    if [ "$CHANGED" = yes ]; then
+        systemctl daemon-reload
+        systemctl start fetcher-metrics.socket
+        # restart also starts a stopped unit, and makes a running one use what changed.
+        systemctl restart fetcher.service gateway.service
+    else
+        systemctl start $SERVICES
+        say "nothing changed: running services left as they were"
+    fi
+    say "fetcher $(systemctl is-active fetcher.service), gateway $(systemctl is-active gateway.service)"
 }
 
 uninstall() {

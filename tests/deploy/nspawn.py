@@ -5,7 +5,8 @@ layer in a fresh directory under /dev/shm, mounted inside a private mount namesp
 (``unshare --mount``) that only nspawn lives in: when nspawn exits, the kernel drops
 every mount of the run, whatever happened to the test. Its network is private (only
 ``lo``), its cgroup tree is a fresh cgroup v2 group of its own (two runs at once cannot
-meet), and it boots to ``basic.target``, so none of the host's own services start in it.
+meet), and it boots to ``basic.target`` without the host's ``/etc/fstab``, so none of the
+host's own services or mounts start in it.
 
 Commands run inside through ``nsenter`` with a clean environment.
 """
@@ -106,7 +107,10 @@ class Container:
             "--system-call-filter=bpf",
             *(f"--bind-ro={host}:{inside}" for host, inside in binds),
             "--",
+            # Read by systemd and its generators as the kernel command line: no host
+            # services, and none of the host's /etc/fstab (its devices are not here).
             "systemd.unit=basic.target",
+            "fstab=no",
         ]
         script = " && ".join(
             [

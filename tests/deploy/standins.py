@@ -232,7 +232,7 @@ def main(argv: Sequence[str]) -> None:
     probe_ = commands.add_parser("probe")
     probe_.add_argument("--cgroup", type=Path, required=True)
     probe_.add_argument("--port", type=int, default=443)
-    probe_.add_argument("--timeout", type=float, default=3.0)
+    probe_.add_argument("--timeout", type=float, default=2.0)
     probe_.add_argument("addresses", nargs="+")
     connect_ = commands.add_parser("connect")
     connect_.add_argument("path")

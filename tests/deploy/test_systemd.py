@@ -120,9 +120,7 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
     )
     try:
         _set_the_scene(container)
-        container.run(
-            "make", "-C", "/tigress-src", "install", "WHEELHOUSE=/tigress-wheels", timeout=300
-        )
+        install(container)
         _trust_the_test_ca(container)
         yield container
     finally:
@@ -356,14 +354,43 @@ def test_gateway_exits_0_after_a_graceful_drain(box: Container) -> None:
         box.run("systemctl", "start", "gateway.service")
 
 
+def invocations(box: Container) -> dict[str, str]:
+    """Each service's InvocationID: a new one at every start."""
+    return {
+        unit: show(box, unit, "InvocationID")["InvocationID"]
+        for unit in ("fetcher.service", "gateway.service")
+    }
+
+
+def install(box: Container, source: str = "/tigress-src") -> str:
+    done = box.run("make", "-C", source, "install", "WHEELHOUSE=/tigress-wheels", timeout=300)
+    return done.stdout
+
+
 def test_install_again_changes_nothing_and_keeps_the_configuration(box: Container) -> None:
-    before = box.sh("cat /etc/tigress/tigress.toml /etc/tigress/gateway.env")
-    box.run("make", "-C", "/tigress-src", "install", "WHEELHOUSE=/tigress-wheels", timeout=300)
-    assert box.sh("cat /etc/tigress/tigress.toml /etc/tigress/gateway.env") == before
-    for unit in SERVICES:
-        assert show(box, unit, "ActiveState")["ActiveState"] == "active", unit
-    report, _ = read(box, "https://standin.example/", "standin.example")
-    assert len(report["pages"]) == 1
+    settings = "cat /etc/tigress/tigress.toml /etc/tigress/gateway.env"
+    before, running = box.sh(settings), invocations(box)
+    out = install(box)
+    assert "program unchanged" in out
+    assert "nothing changed: running services left as they were" in out
+    assert invocations(box) == running
+    assert box.sh(settings) == before  # extra_ca_file, set after the first install, stays
+
+
+def test_install_of_a_changed_unit_replaces_it_and_restarts(box: Container) -> None:
+    marker = f"# changed {uuid.uuid4().hex}"
+    box.sh(
+        "rm -rf /tmp/next && mkdir /tmp/next && cd /tigress-src\n"
+        "cp -r Makefile pyproject.toml README.md fetcher gateway deploy /tmp/next/\n"
+        f"echo '{marker}' >> /tmp/next/deploy/systemd/gateway.service"
+    )
+    running = invocations(box)
+    out = install(box, "/tmp/next")
+    assert "program unchanged" in out  # the same program: no reinstall
+    assert marker in box.sh("cat /etc/systemd/system/gateway.service")
+    restarted = invocations(box)
+    assert all(restarted[unit] != running[unit] for unit in running)
+    assert healthz(box)["fetcher"]["ok"] is True
 
 
 def test_uninstall_removes_all_of_it(box: Container) -> None:
