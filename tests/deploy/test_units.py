@@ -142,3 +142,9 @@ def test_exposure_score_stays_low(runnable_units: Path, unit: str) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_a_bad_setting_is_not_retried() -> None:
+    # Both programs exit 2 naming a bad setting; restarting cannot fix it.
+    for unit in ("fetcher.service", "gateway.service"):
+        assert directives(unit, "RestartPreventExitStatus") == ["2"]
