@@ -46,9 +46,11 @@ make_venv() {
     [ -x "$PYTHON" ] || die "no Python at $PYTHON (install python3, or set PYTHON=)"
     "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
         die "$PYTHON is older than 3.11"
-    if [ -x "$VENV/bin/python" ]; then
+    if "$VENV/bin/python" -c '' 2>/dev/null; then
         return
     fi
+    # Absent, or made by a Python that is gone (a distribution upgrade): start afresh.
+    rm -rf "$VENV"
     mkdir -p "$PREFIX"
     if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
         rm -rf "$VENV"
@@ -96,7 +98,8 @@ install_program() {
     fi
     rm -rf "$build"
     trap - EXIT
-    put "$SRC/deploy/systemd/README.md" "$PREFIX/README.md" 0644
+    # The guide the units' Documentation= names (not a reason to restart anything).
+    install -m 0644 "$SRC/deploy/systemd/README.md" "$PREFIX/README.md"
 }
 
 install_system_files() {
@@ -149,7 +152,9 @@ uninstall() {
         rm -f "$UNITS/$unit"
     done
     rm -f "$DROPIN/resolvers.conf"
-    rmdir "$DROPIN" 2>/dev/null || say "kept $DROPIN: it holds drop-ins of your own"
+    if [ -d "$DROPIN" ] && ! rmdir "$DROPIN" 2>/dev/null; then
+        say "kept $DROPIN: it holds drop-ins of your own"
+    fi
     if booted; then
         systemctl daemon-reload
         systemctl reset-failed $SERVICES 2>/dev/null || true

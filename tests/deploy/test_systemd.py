@@ -195,6 +195,9 @@ def test_install_brings_both_services_up(box: Container) -> None:
     # Documentation= points at the guide that install put there.
     docs = show(box, "fetcher.service", "Documentation")["Documentation"]
     assert docs == "file:///opt/tigress/README.md"
+    # The resolver of /etc/resolv.conf, and nothing else, is allowed through the deny list.
+    allowed = show(box, "fetcher.service", "IPAddressAllow")["IPAddressAllow"]
+    assert allowed == f"{RESOLVER}/32"
 
 
 def test_no_bpf_firewall_warning_was_logged(box: Container) -> None:
@@ -395,6 +398,7 @@ def test_install_of_a_changed_unit_replaces_it_and_restarts(box: Container) -> N
 
 def test_uninstall_removes_all_of_it(box: Container) -> None:
     box.run("make", "-C", "/tigress-src", "uninstall")
+    box.run("make", "-C", "/tigress-src", "uninstall")  # twice: nothing left to trip on
     left = box.sh(
         "ls -d /opt/tigress /etc/tigress /etc/sysusers.d/tigress.conf "
         "/etc/systemd/system/fetcher.service /etc/systemd/system/fetcher-metrics.socket "
