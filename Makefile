@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench proto clean venv
+.PHONY: run test lint bench proto clean venv browser vendor
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -27,13 +27,34 @@ run: $(STAMP)
 	trap 'kill $$fetcher 2>/dev/null; wait $$fetcher 2>/dev/null' EXIT INT TERM; \
 	TIGRESS_FETCHER=unix:run/fetcher.sock $(BIN)/python -m gateway
 
-test: $(STAMP)
+# The page tests drive Debian's chromium through Debian's chromium-driver (never a browser
+# download). Installed here when missing and running as root; otherwise this says why, and
+# the browser tests fail naming what is missing (they never pass without a browser).
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+browser:
+	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian's chromium and chromium-driver for the page tests" >&2; \
+	  { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >&2; } \
+	    || echo "could not install chromium and chromium-driver: the browser tests will fail" >&2; \
+	else \
+	  echo "chromium and chromium-driver are missing and this is not root: the browser tests will fail" >&2; \
+	fi
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check fetcher gateway tests bench
-	$(BIN)/ruff format --check fetcher gateway tests bench
-	$(BIN)/mypy fetcher gateway tests bench
+	$(BIN)/ruff check fetcher gateway tests bench scripts
+	$(BIN)/ruff format --check fetcher gateway tests bench scripts
+	$(BIN)/mypy fetcher gateway tests bench scripts
+
+# Fetches the recorded markdown-it again with npm's client, checks it against
+# gateway/static/vendor.json and rewrites the vendored files (byte for byte the same).
+# VERSION=x.y.z moves to another version. Needs npm; the tests never do.
+vendor:
+	$(PYTHON) scripts/vendor_markdown_it.py $(if $(VERSION),--version $(VERSION))
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH)
@@ -50,4 +71,4 @@ proto: $(STAMP)
 	  proto/tigress/fetcher/v1/fetcher.proto
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache test-output
