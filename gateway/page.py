@@ -165,8 +165,8 @@ def _quality(text: str) -> float:
 
 def _matches(if_none_match: str, tags: set[str]) -> bool:
     # Weak comparison (RFC 9110 13.1.2): a W/ prefix does not matter.
-    for tag in if_none_match.split(","):
-        tag = tag.strip().removeprefix("W/")
+    for listed in if_none_match.split(","):
+        tag = listed.strip().removeprefix("W/")
         if tag == "*" or tag in tags:
             return True
     return False

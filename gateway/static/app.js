@@ -31,6 +31,7 @@ const MAX_EVENTS = 300;
 
 const state = {
   key: store.key(),
+  keyless: false, // the gateway has no keys (loopback only): never ask for one
   messages: [],
   views: new Map(),
   busy: null, // {controller, msg} while an answer streams
@@ -395,7 +396,7 @@ async function run(msg) {
 function send() {
   const text = ui.prompt.value.trim();
   if (!text || state.busy) return;
-  if (!state.key) {
+  if (!state.key && !state.keyless) {
     askForKey("");
     return;
   }
@@ -474,17 +475,23 @@ function askForKey(message) {
 }
 
 async function loadModels() {
-  if (!state.key) return;
   const result = await listModels(state.key);
   if (!result.ok) {
     if (result.status === 401) {
-      askForKey(result.message);
+      state.keyless = false;
+      ui.forgetKey.hidden = false;
+      // A first visit is not an error: just ask.
+      askForKey(state.key ? result.message : "");
     } else {
       notice(result.message);
       const saved = store.model();
       if (saved && !ui.model.value) fillModels([saved]);
     }
     return;
+  }
+  if (!state.key) {
+    state.keyless = true;
+    ui.forgetKey.hidden = true;
   }
   fillModels(result.models);
   if (!result.models.length) notice("The gateway lists no models. Check its engine settings.");
@@ -531,8 +538,13 @@ ui.keyForm.addEventListener("submit", (event) => {
   state.key = key;
   store.setKey(key);
   ui.keyDialog.close();
-  ui.prompt.focus();
   loadModels();
+});
+ui.keyDialog.addEventListener("close", () => {
+  // Chromium gives focus back to the text box without its caret (keys typed next are
+  // lost): take the focus again, for real.
+  ui.prompt.blur();
+  ui.prompt.focus();
 });
 document.addEventListener("keydown", (event) => {
   if (event.key === "Escape" && state.busy && !ui.keyDialog.open) stop();
@@ -550,8 +562,7 @@ function start() {
   renderAll();
   scrollToEnd();
   ui.web.checked = store.web();
-  if (state.key) loadModels();
-  else askForKey("");
+  loadModels(); // asks for the key if the gateway wants one
   ui.prompt.focus();
 }
 

@@ -93,6 +93,11 @@ export function errorWords(status, message, retryAfter) {
   }
 }
 
+/** The Authorization header, or none when there is no key (a gateway without keys). */
+function auth(key) {
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
 export const UNREACHABLE = "The gateway cannot be reached. Check that it is running, then retry.";
 export const CUT_SHORT = "The connection closed before the answer was finished. Retry?";
 
@@ -111,11 +116,7 @@ export async function streamTurn(request, on) {
   try {
     response = await fetch("/v1/chat/completions", {
       method: "POST",
-      headers: {
-        Authorization: `Bearer ${request.key}`,
-        "Content-Type": "application/json",
-        Accept: "text/event-stream",
-      },
+      headers: { ...auth(request.key), "Content-Type": "application/json", Accept: "text/event-stream" },
       body: JSON.stringify(body),
       signal: request.signal,
       cache: "no-store",
@@ -167,7 +168,7 @@ export async function listModels(key) {
   let response;
   try {
     response = await fetch("/v1/models", {
-      headers: { Authorization: `Bearer ${key}` },
+      headers: auth(key),
       cache: "no-store",
       credentials: "omit",
     });

@@ -55,6 +55,12 @@ def missing() -> str | None:
     return None
 
 
+def console(driver: webdriver.Chrome) -> list[dict[str, Any]]:
+    """The browser console entries since the last call (and forgets them)."""
+    entries: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]
+    return entries
+
+
 @contextmanager
 def chromium() -> Iterator[webdriver.Chrome]:
     """A headless Chromium with a fresh profile, closed at the end."""
@@ -97,7 +103,7 @@ class Page:
 
     # --- Waiting ----------------------------------------------------------------------
 
-    def until(self, condition: Callable[[], T | None | bool], what: str) -> T:
+    def until(self, condition: Callable[[], T | bool | None], what: str) -> T:
         """Wait until ``condition()`` is truthy; its value."""
         result: Any = WebDriverWait(self.driver, WAIT, poll_frequency=0.05).until(
             lambda _: condition(), message=f"waited {WAIT:.0f} s for {what}"
@@ -130,11 +136,13 @@ class Page:
 
     def open(self) -> None:
         self.driver.get(self.url + "/")
-        self.until(lambda: self.driver.execute_script("return document.readyState") == "complete", "load")
+        self.until(
+            lambda: self.driver.execute_script("return document.readyState") == "complete", "load"
+        )
 
     def enter_key(self, key: str) -> None:
         """Type the key in the key dialog (which must be open) and submit it."""
-        field = self.until(lambda: self._displayed("#key-input"), "the key dialog")
+        field = self.until(lambda: self.displayed("#key-input"), "the key dialog")
         field.clear()
         field.send_keys(key)
         self.find("#key-form button[type=submit]").click()
@@ -157,13 +165,13 @@ class Page:
     def wait_answer_done(self) -> WebElement:
         """The last answer, once it finished (its action buttons show)."""
         return self.until(
-            lambda: self._displayed(".msg.assistant:last-child .actions"), "the answer to finish"
+            lambda: self.displayed(".msg.assistant:last-child .actions"), "the answer to finish"
         )
 
     def last_answer(self) -> WebElement:
         return self.find(".msg.assistant:last-child")
 
-    def _displayed(self, css: str) -> WebElement | None:
+    def displayed(self, css: str) -> WebElement | None:
         found = self.all(css)
         return found[0] if found and found[0].is_displayed() else None
 
@@ -185,7 +193,7 @@ class Page:
         """Console errors other than failed requests (a 401 is logged by Chromium too)."""
         return [
             str(entry["message"])
-            for entry in self.driver.get_log("browser")
+            for entry in console(self.driver)
             if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]
         ]
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from selenium import webdriver
 
-from tests.page.browser import Page, chromium, missing
+from tests.page.browser import Page, chromium, console, missing
 from tests.page.research import stand_in_research
 from tests.page.stack import Stack
 
@@ -37,7 +37,7 @@ def page(driver: webdriver.Chrome, stack: Stack) -> Iterator[Page]:
     """The page of this test's gateway. Each gateway has its own port, so its own origin
     and its own local storage: tests do not see each other's keys or conversations."""
     page = Page(driver, stack.url)
-    driver.get_log("browser")  # drop what earlier tests left
+    console(driver)  # drop what earlier tests left
     yield page
     errors = page.script_errors()
     alert = page.alert_text()

@@ -79,10 +79,12 @@ class Stack:
     """A fake engine, a gateway and a canary, served from a background thread.
 
     Use as ``with Stack(research) as stack``; ``stack.url`` is the gateway's base URL.
+    Keyword arguments change the gateway's test settings (``api_keys=()``: no keys).
     """
 
-    def __init__(self, research: Research = no_research) -> None:
+    def __init__(self, research: Research = no_research, **settings: Any) -> None:
         self._research = research
+        self._settings = settings
         self._thread = threading.Thread(target=self._run, name="page-stack", daemon=True)
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -119,7 +121,9 @@ class Stack:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         async with FakeEngine() as engine, self.canary, self._research() as tools:
-            app = create_app(make_settings(engine), tools=tools, registry=CollectorRegistry())
+            app = create_app(
+                make_settings(engine, **self._settings), tools=tools, registry=CollectorRegistry()
+            )
             async with serve(app) as url:
                 self.engine = engine
                 self.url = url

@@ -13,6 +13,8 @@ import json
 from typing import Any
 
 import pytest
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
 from tests.gateway.conftest import KEY
@@ -24,11 +26,10 @@ from tests.gateway.fake_engine import (
     Stall,
     Step,
     chunk,
-    text_reply,
     tool_reply,
 )
 from tests.page.browser import OUTPUT, Page
-from tests.page.research import FAILED_PAGE, RESULTS
+from tests.page.research import FAILED_PAGE, RESULTS, stand_in_research
 from tests.page.stack import Stack
 
 pytestmark = pytest.mark.browser
@@ -114,7 +115,7 @@ def test_web_answer_streams_tokens_tool_events_and_linked_citations(
     cites = answer.find_elements(By.CSS_SELECTOR, ".answer .cite-link")
     assert [c.text for c in cites] == ["1", "1", "2"]
     cites[2].click()
-    target = page.until(lambda: page._displayed(".sources li:target"), "the cited source")
+    target = page.until(lambda: page.displayed(".sources li:target"), "the cited source")
     source = target.find_element(By.CSS_SELECTOR, "a")
     assert target.get_attribute("value") == "2"
     assert source.get_attribute("href") == RESULTS[1][0]
@@ -155,6 +156,9 @@ def test_wrong_key_gets_a_clear_message_and_the_right_one_works(page: Page) -> N
     page.wait_models()
     assert [o.text for o in page.all("#model option")] == [MODEL]
     assert not page.visible("#key-dialog")
+    # The keyboard is back in the text box: what one types next lands there.
+    ActionChains(page.driver).send_keys("typed next").perform()
+    assert page.find("#prompt").get_attribute("value") == "typed next"
 
 
 def test_hostile_answer_is_shown_as_text_and_nothing_runs(page: Page, stack: Stack) -> None:
@@ -313,7 +317,7 @@ def test_screenshots_at_desktop_and_phone_width_light_and_dark(page: Page, stack
                 shots.append(page.screenshot(name))
                 assert not page.overflows_horizontally(), name
     page.find("#forget-key").click()
-    page.until(lambda: page._displayed("#key-input"), "the key dialog")
+    page.until(lambda: page.displayed("#key-input"), "the key dialog")
     for phone, dark in ((False, False), (True, True)):
         with page.emulating(phone=phone, dark=dark):
             name = f"key-{'phone' if phone else 'desktop'}-{'dark' if dark else 'light'}"
@@ -321,3 +325,16 @@ def test_screenshots_at_desktop_and_phone_width_light_and_dark(page: Page, stack
     for shot in shots:
         assert shot.parent == OUTPUT
         assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_gateway_without_keys_never_asks_for_one(driver: WebDriver) -> None:
+    with Stack(stand_in_research, api_keys=()) as stack:
+        page = Page(driver, stack.url)
+        stack.script(streamed(say("No key needed.")))
+        page.open()
+        page.wait_models()
+        assert not page.visible("#key-dialog")
+        assert not page.visible("#forget-key")
+        page.ask("Hello?")
+        page.wait_text(".msg.assistant .answer", "No key needed.")
+        driver.get("about:blank")
