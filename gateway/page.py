@@ -73,8 +73,11 @@ def security_headers() -> dict[str, str]:
 
     Callers may rely on: the same headers on the page, every static file, 304s and 404s.
 
-    Proven by: ``tests/gateway/test_page.py::test_every_page_response_carries_the_security_headers``
-    and the browser test ``tests/page/test_browser.py::test_hostile_answer_is_shown_as_text``.
+    Proven by: ``test_every_page_response_carries_the_security_headers`` and
+    ``test_csp_allows_only_the_pages_own_origin_and_no_framing`` in
+    ``tests/gateway/test_page.py``, and in a browser by
+    ``test_hostile_answer_is_shown_as_text_and_nothing_runs`` in
+    ``tests/page/test_browser.py``.
     """
     return {
         "Content-Security-Policy": CONTENT_SECURITY_POLICY,

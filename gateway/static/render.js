@@ -5,6 +5,13 @@
 // goes in as text nodes, and the only attributes set are checked ones: an href that is
 // an absolute http(s) address, a list's start number, a code block's language class, a
 // table cell's alignment class. Model text, page titles and addresses are untrusted.
+//
+// Security: the rule is that nothing from the model or from pages runs or loads by
+// itself; the threat is an answer or a page title carrying markup or a javascript:/data:
+// link (or an image beacon carrying the conversation away). Callers may rely on
+// renderMarkdown, eventLine and externalLink producing only the elements and attributes
+// above. Proven by tests/page/test_render.py (both sides of each rule) and
+// tests/page/test_browser.py::test_hostile_answer_is_shown_as_text_and_nothing_runs.
 
 const TAGS = new Set([
   "p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "blockquote", "table",

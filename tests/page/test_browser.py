@@ -16,6 +16,7 @@ import pytest
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from tests.gateway.conftest import KEY
 from tests.gateway.fake_engine import (
@@ -142,7 +143,63 @@ def test_stop_mid_answer_cancels_the_work_on_the_server(page: Page, stack: Stack
     page.wait_text(".msg.assistant .note", "Stopped.")
     assert page.text(".msg.assistant .answer") == "The first words"
     assert page.visible("#send")
-    assert page.visible(".msg.assistant .actions button")  # retry is offered
+
+
+def test_retry_copy_and_new_chat(page: Page, stack: Stack) -> None:
+    stack.script(streamed(say("The first words"), Stall()), streamed(say("A **whole** answer.")))
+    ready(page, web=False)
+    page.ask("Try twice")
+    page.wait_text(".msg.assistant .answer", "The first words")
+    page.find("#stop").click()
+    page.wait_text(".msg.assistant .note", "Stopped.")
+
+    page.wait_text(".msg.assistant .actions button", "Retry").click()
+
+    page.wait_text(".msg.assistant .answer", "A whole answer.")
+    page.wait_answer_done()
+    assert len(page.all(".msg.assistant")) == 1
+    retried = stack.chats()[-1]["messages"]
+    assert retried == [{"role": "user", "content": "Try twice"}]  # not the stopped answer
+
+    page.driver.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": stack.url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    page.wait_text(".msg.assistant .actions button", "Copy").click()
+    page.wait_text(".msg.assistant .actions button", "Copied")
+    copied = page.driver.execute_async_script(
+        "navigator.clipboard.readText().then(arguments[0], (e) => arguments[0](String(e)))"
+    )
+    assert copied == "A **whole** answer."  # the Markdown, as the model wrote it
+
+    page.find("#new-chat").click()
+    assert page.all("#messages li") == []
+    page.driver.refresh()
+    page.wait_models()
+    assert page.all("#messages li") == []
+    assert page.visible("#empty")
+
+
+def test_controls_have_names_for_screen_readers(page: Page, stack: Stack) -> None:
+    stack.script(search("names"), streamed(say("Named [1]."), reasoning="Thinking."))
+    ready(page, web=True)
+    page.ask("Names?")
+    page.wait_answer_done()
+
+    # Hidden controls are out of the accessibility tree (no name to compute): the shown ones.
+    controls = [
+        c for c in page.all("button, select, input, textarea, a, summary") if c.is_displayed()
+    ]
+    assert len(controls) > 10
+    unnamed = [c.get_attribute("outerHTML") for c in controls if not c.accessible_name.strip()]
+    assert unnamed == []
+    assert page.find(".cite-link").accessible_name == "source 1: Tigress introduction"
+    assert page.find("#web").aria_role == "switch"
+    reasoning = page.find(".reasoning")
+    assert reasoning.get_attribute("open") is None  # folded
+    assert not page.find(".reasoning-text").is_displayed()
+    page.find(".reasoning summary").click()
+    assert page.find(".reasoning-text").text == "Thinking."
 
 
 def test_wrong_key_gets_a_clear_message_and_the_right_one_works(page: Page) -> None:
@@ -234,13 +291,16 @@ def test_hostile_answer_is_shown_as_text_and_nothing_runs(page: Page, stack: Sta
 def test_reload_keeps_the_conversation(page: Page, stack: Stack) -> None:
     stack.script(search("tigress"), streamed(say("Tigress reads the web [1].")))
     ready(page, web=True)
-    page.ask("Remember this")
+    prompt = page.find("#prompt")
+    prompt.send_keys("Remember this", Keys.SHIFT, Keys.ENTER, Keys.SHIFT, "and this")
+    assert prompt.get_attribute("value") == "Remember this\nand this"  # Shift+Enter: a line
+    prompt.send_keys(Keys.ENTER)
     page.wait_answer_done()
     before = page.last_answer().text
 
     page.driver.refresh()
 
-    page.wait_text(".msg.user .bubble", "Remember this")
+    page.wait_text(".msg.user .bubble", "Remember this\nand this")
     page.wait_text(".msg.assistant .answer", "Tigress reads the web [1].")
     assert page.last_answer().text == before
     assert page.find(".msg.assistant .cite-link").get_attribute("href") is not None
