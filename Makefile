@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench proto clean venv install uninstall wheelhouse test-deps
+.PHONY: run test lint bench proto clean venv install uninstall wheelhouse test-deps browser vendor
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -27,7 +27,22 @@ run: $(STAMP)
 	trap 'kill $$fetcher 2>/dev/null; wait $$fetcher 2>/dev/null' EXIT INT TERM; \
 	TIGRESS_FETCHER=unix:run/fetcher.sock $(BIN)/python -m gateway
 
-test: $(STAMP) test-deps
+# The page tests drive Debian's chromium through Debian's chromium-driver (never a browser
+# download). Installed here when missing and running as root; otherwise this says why, and
+# the browser tests fail naming what is missing (they never pass without a browser).
+CHROMIUM := /usr/bin/chromium
+CHROMEDRIVER := /usr/bin/chromedriver
+browser:
+	@if [ -x $(CHROMIUM) ] && [ -x $(CHROMEDRIVER) ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian's chromium and chromium-driver for the page tests" >&2; \
+	  { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >&2; } \
+	    || echo "could not install chromium and chromium-driver: the browser tests will fail" >&2; \
+	else \
+	  echo "chromium and chromium-driver are missing and this is not root: the browser tests will fail" >&2; \
+	fi
+
+test: $(STAMP) test-deps browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # What tests/deploy/test_systemd.py needs besides the venv, installed only when running as
@@ -47,9 +62,9 @@ test-deps:
 	fi
 
 lint: $(STAMP)
-	$(BIN)/ruff check fetcher gateway tests bench deploy
-	$(BIN)/ruff format --check fetcher gateway tests bench deploy
-	$(BIN)/mypy fetcher gateway tests bench deploy
+	$(BIN)/ruff check fetcher gateway tests bench deploy scripts
+	$(BIN)/ruff format --check fetcher gateway tests bench deploy scripts
+	$(BIN)/mypy fetcher gateway tests bench deploy scripts
 
 # Production: both services under systemd (deploy/systemd/README.md). As root, from this
 # folder; WHEELHOUSE=dir installs offline from `make wheelhouse`'s output.
@@ -72,6 +87,12 @@ $(WHEELS)/.built: pyproject.toml | $(STAMP)
 	$(BIN)/python -m pip wheel -q -w $(WHEELS) -r $(WHEELS)/requirements.txt
 	@touch $@
 
+# Fetches the recorded markdown-it again with npm's client, checks it against
+# gateway/static/vendor.json and rewrites the vendored files (byte for byte the same).
+# VERSION=x.y.z moves to another version. Needs npm; the tests never do.
+vendor:
+	$(PYTHON) scripts/vendor_markdown_it.py $(if $(VERSION),--version $(VERSION))
+
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH)
 
@@ -87,4 +108,4 @@ proto: $(STAMP)
 	  proto/tigress/fetcher/v1/fetcher.proto
 
 clean:
-	rm -rf $(VENV) $(WHEELS) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(WHEELS) .mypy_cache .pytest_cache .ruff_cache test-output

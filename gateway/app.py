@@ -32,6 +32,7 @@ from gateway.errors import BodyTooLargeError, EngineError, GatewayError, Request
 from gateway.loop import ChatTurn, FilterFactory, LoopOptions, default_filter
 from gateway.metrics import GatewayMetrics
 from gateway.models import ModelDirectory
+from gateway.page import page_routes
 from gateway.proxy import relay
 from gateway.request import ChatRequest, parse_chat_request
 from gateway.responses import ClientGone, StreamResponse, until_disconnect
@@ -184,6 +185,7 @@ def create_app(
             Route("/v1/models", list_models, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
+            *page_routes(),
         ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
