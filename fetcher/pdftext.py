@@ -1,0 +1,342 @@
+"""PDF bytes to title and text, with PDFium (pypdfium2).
+
+Run this only inside the PDF worker process (:mod:`fetcher.pdfworker`): PDFium is native
+code reading hostile input, and it aborts its whole process when an allocation fails.
+
+Measured on ``shared/corpus/pdf`` (``bench/pdf.py``), PDFium reads these producers in the
+best order of the libraries tried and the fastest; what it gets wrong is fixed here and in
+:mod:`fetcher.pdflayout` / :mod:`fetcher.pdfwords`:
+
+- lines come from PDFium's text page (its order is the content stream's, which producers
+  write column by column); for each line a few characters are asked for their box and
+  font size, enough for the layout to tell headings, small print, margins and columns;
+- PDFium replaces every hyphen at a line end by U+FFFE and drops the line break after it:
+  the line is split there and ends in ``-``, for :mod:`fetcher.pdfwords` to decide;
+- superscript note markers (``word¹``) are removed, by size and position;
+- accents TeX draws as a separate glyph over a letter (OT1 fonts, and letters T1 virtual
+  fonts lack, as in Czech) come out loose and often displaced in PDFium's order: each is
+  put back on the letter under it, by position, and the gaps PDFium saw around it closed.
+
+:func:`read_pdf` never raises for anything in the file: it returns a :class:`PdfText` or a
+:class:`PdfFailure`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import math
+import re
+import unicodedata
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from fetcher.pdflayout import Line, Page, lay_out
+from fetcher.pdfresult import PdfFailure, PdfProblem, PdfResult, PdfText
+from fetcher.pdfwords import BELOW, COMBINING, DOTLESS
+from fetcher.plaintext import collapse, normalize_text
+
+__all__ = ["read_pdf"]
+
+_LINE_END = re.compile(r"\r\n|\n|\r|\ufffe")
+# Digits right after a letter or closing punctuation: a candidate note marker.
+_TRAILING_MARKER = re.compile(r"(?<=[^\W\d_]|[.,;:!?)\]”’\"'])(\d{1,3}|[*†‡])(?=[^\w]|$)")
+_LEADING_MARKER = re.compile(r"^\s*(\d{1,3}|[*†‡])(?=[^\W\d_]|[\"“‘(])")
+_FILE_NAME = re.compile(r"\.(?:pdf|docx?|odt|rtf|tex|dvi|ps|indd|pptx?|xlsx?|html?)$", re.I)
+_OFFICE_PREFIX = re.compile(r"^(?:Microsoft (?:Word|PowerPoint|Excel) - )", re.I)
+_UNTITLED = frozenset({"untitled", "title", "untitled document", "document", "slide 1"})
+_TITLE_LIMIT = 300
+# Below this share of the body size a digit is a superscript (measured: 0.58-0.7).
+_SUPERSCRIPT_RATIO = 0.85
+_PDF_HEADER = b"%PDF-"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Box:
+    left: float
+    bottom: float
+    right: float
+    top: float
+
+
+class _TextPage:
+    """One page's PDFium text page: its text and, on demand, boxes and sizes by text index."""
+
+    def __init__(self, textpage: pdfium.PdfTextPage) -> None:
+        self._page = textpage
+        self.text: str = textpage.get_text_range()
+        self._rect = pdfium_c.FS_RECTF()
+        self._left, self._right = ctypes.c_double(), ctypes.c_double()
+        self._bottom, self._top = ctypes.c_double(), ctypes.c_double()
+
+    def _char(self, text_index: int) -> int:
+        return int(pdfium_c.FPDFText_GetCharIndexFromTextIndex(self._page, text_index))
+
+    def loose(self, text_index: int) -> _Box | None:
+        """The box the font's ascent and descent give a character (line-like)."""
+        char = self._char(text_index)
+        if char < 0 or not pdfium_c.FPDFText_GetLooseCharBox(self._page, char, self._rect):
+            return None
+        rect = self._rect
+        return _Box(rect.left, rect.bottom, rect.right, rect.top)
+
+    def tight(self, text_index: int) -> _Box | None:
+        """The glyph's own box (where the ink is)."""
+        char = self._char(text_index)
+        if char < 0 or not pdfium_c.FPDFText_GetCharBox(
+            self._page, char, self._left, self._right, self._bottom, self._top
+        ):
+            return None
+        return _Box(self._left.value, self._bottom.value, self._right.value, self._top.value)
+
+    def size(self, text_index: int) -> float:
+        char = self._char(text_index)
+        return float(pdfium_c.FPDFText_GetFontSize(self._page, char)) if char >= 0 else 0.0
+
+    def angle(self, text_index: int) -> float:
+        char = self._char(text_index)
+        return float(pdfium_c.FPDFText_GetCharAngle(self._page, char)) if char >= 0 else 0.0
+
+
+def _segments(text: str) -> list[tuple[int, int, bool]]:
+    """Line ranges ``[start, end)`` of a text page, and whether each ended in U+FFFE."""
+    segments = []
+    start = 0
+    for match in _LINE_END.finditer(text):
+        if match.group() == "\ufffe":
+            segments.append((start, match.start(), True))
+        else:
+            segments.append((start, match.start(), False))
+        start = match.end()
+    segments.append((start, len(text), False))
+    return segments
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else 0.0
+
+
+def _superscripts(page: _TextPage, start: int, end: int) -> tuple[list[int], bool]:
+    """Text indexes of note markers in a line, and whether one starts the line."""
+    text = page.text
+    found: list[int] = []
+    leading = False
+    line = text[start:end]
+    candidates = [(m.start(1), m.end(1), m.start(1) - 1) for m in _TRAILING_MARKER.finditer(line)]
+    head = _LEADING_MARKER.match(line)
+    if head:
+        candidates.append((head.start(1), head.end(1), head.end(1)))
+    for first, last, ref in candidates:
+        if not 0 <= ref < len(line):
+            continue
+        reference = page.size(start + ref)
+        marker = page.size(start + first)
+        if not reference or not marker or marker >= _SUPERSCRIPT_RATIO * reference:
+            continue
+        ref_box = page.loose(start + ref)
+        mark_box = page.loose(start + first)
+        if ref_box is None or mark_box is None:
+            continue
+        if mark_box.bottom < ref_box.bottom + 0.1 * reference:
+            continue  # a subscript (CO2), or a small digit on the baseline
+        found += range(start + first, start + last)
+        if head and first == head.start(1):
+            leading = True
+    return found, leading
+
+
+def _accent_fixes(page: _TextPage, start: int, end: int, size: float) -> dict[int, str]:
+    """Replacements (text index → new text, ``""`` to delete) that put loose accents back."""
+    text = page.text
+    fixes: dict[int, str] = {}
+    accents = [i for i in range(start, end) if text[i] in COMBINING]
+    if not accents:
+        return fixes
+    letters = [(i, page.tight(i)) for i in range(start, end) if text[i].isalpha()]
+    for index in accents:
+        mark = text[index]
+        box = page.tight(index)
+        if box is None:
+            continue
+        middle = (box.left + box.right) / 2
+        best: tuple[float, int] | None = None
+        for letter, letter_box in letters:
+            if letter_box is None or letter in fixes or letter == index:
+                continue
+            if text[letter] in COMBINING and letter in accents:
+                continue
+            if not letter_box.left - 0.08 * size <= middle <= letter_box.right + 0.08 * size:
+                continue
+            height = letter_box.top - letter_box.bottom
+            if mark in BELOW:
+                placed = letter_box.bottom - 0.6 * size <= box.top <= letter_box.bottom + 0.5 * height
+            elif mark in "^~`":
+                placed = letter_box.top - 0.1 * size <= box.bottom <= letter_box.top + 0.6 * size
+            else:
+                placed = (
+                    letter_box.bottom + 0.5 * height <= box.bottom <= letter_box.top + 0.6 * size
+                )
+            if placed:
+                distance = abs(middle - (letter_box.left + letter_box.right) / 2)
+                if best is None or distance < best[0]:
+                    best = (distance, letter)
+        if best is None:
+            continue
+        letter = best[1]
+        base = DOTLESS.get(text[letter], text[letter])
+        fixes[letter] = unicodedata.normalize("NFC", base + COMBINING[mark])
+        fixes[index] = ""
+    # Close the gaps PDFium saw around a displaced accent: a space between two glyphs
+    # that touch is not a word space.
+    for index in [i for i, new in fixes.items() if new == ""]:
+        for step in (-1, 1):
+            at = index + step
+            while start <= at < end and text[at] == " " and at not in fixes:
+                left = _neighbour(text, fixes, at, -1, start, end)
+                right = _neighbour(text, fixes, at, 1, start, end)
+                if left is None or right is None:
+                    fixes[at] = ""
+                else:
+                    left_box, right_box = page.tight(left), page.tight(right)
+                    if (
+                        left_box is not None
+                        and right_box is not None
+                        and abs(right_box.left - left_box.right) < 0.15 * size
+                    ):
+                        fixes[at] = ""
+                at += step
+    return fixes
+
+
+def _neighbour(
+    text: str, fixes: dict[int, str], at: int, step: int, start: int, end: int
+) -> int | None:
+    at += step
+    while start <= at < end:
+        if not text[at].isspace() and fixes.get(at) != "":
+            return at
+        at += step
+    return None
+
+
+def _line(page: _TextPage, start: int, end: int, hyphen: bool) -> Line | None:
+    text = page.text
+    inked = [i for i in range(start, end) if not text[i].isspace()]
+    if not inked:
+        return None
+    samples = sorted({inked[0], inked[len(inked) // 2], inked[-1]})
+    boxes = [box for box in (page.loose(i) for i in samples) if box is not None]
+    if not boxes:
+        return None
+    size = _median([page.size(i) for i in samples])
+    angle = page.angle(inked[len(inked) // 2])
+    upright = angle < 0.1 or angle > 2 * math.pi - 0.1
+    markers, leading = _superscripts(page, start, end)
+    fixes = _accent_fixes(page, start, end, size or 10.0)
+    for index in markers:
+        fixes[index] = ""
+    chars = [fixes.get(i, text[i]) for i in range(start, end)]
+    line_text = "".join(chars).strip()
+    if hyphen:
+        line_text += "-"
+    if not line_text:
+        return None
+    return Line(
+        text=line_text,
+        x0=min(b.left for b in boxes),
+        x1=max(b.right for b in boxes),
+        y0=_median([b.bottom for b in boxes]),
+        y1=_median([b.top for b in boxes]),
+        size=size,
+        upright=upright,
+        note_mark=leading,
+    )
+
+
+def _page_lines(textpage: pdfium.PdfTextPage) -> tuple[Line, ...]:
+    page = _TextPage(textpage)
+    lines = []
+    for start, end, hyphen in _segments(page.text):
+        line = _line(page, start, end, hyphen)
+        if line is not None:
+            lines.append(line)
+    return tuple(lines)
+
+
+def clean_title(title: str) -> str:
+    """A metadata title worth showing, or ``""`` (file names, "Untitled" and the like)."""
+    title = collapse(title)
+    title = _OFFICE_PREFIX.sub("", title)
+    if _FILE_NAME.search(title) or title.lower() in _UNTITLED or len(title) < 3:
+        return ""
+    return title[:_TITLE_LIMIT]
+
+
+def _open_failure(data: bytes, error: pdfium.PdfiumError) -> PdfFailure:
+    code = error.err_code
+    if code in (pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY):
+        return PdfFailure(PdfProblem.ENCRYPTED, "the PDF needs a password to open")
+    if _PDF_HEADER not in data[:1024]:
+        return PdfFailure(PdfProblem.DAMAGED, "not a PDF file (no %PDF- header)")
+    if b"%%EOF" not in data[-2048:]:
+        return PdfFailure(
+            PdfProblem.TRUNCATED, f"the file ends early ({len(data)} bytes, no end marker)"
+        )
+    return PdfFailure(PdfProblem.DAMAGED, f"PDFium cannot open it (error {code})")
+
+
+def read_pdf(data: bytes, *, char_limit: int | None = None) -> PdfResult:
+    """Read a PDF's title and text.
+
+    Args:
+        data: The whole PDF file.
+        char_limit: Stop after the page that brings the text past this many characters
+            (``None``: read every page).
+
+    Returns:
+        The title (metadata, else the first heading), the text laid out for reading
+        (see :func:`fetcher.pdflayout.lay_out`) and the page counts; or why there is none:
+        a password other than the empty one, a truncated or damaged file, no text layer.
+    """
+    try:
+        document = pdfium.PdfDocument(data)  # PDFium tries the empty password itself
+    except pdfium.PdfiumError as exc:
+        return _open_failure(data, exc)
+    try:
+        count = len(document)
+        pages: list[Page] = []
+        chars = 0
+        for index in range(count):
+            page = document[index]
+            try:
+                textpage = page.get_textpage()
+                try:
+                    lines = _page_lines(textpage)
+                finally:
+                    textpage.close()
+                width, height = page.get_size()
+            finally:
+                page.close()
+            pages.append(Page(width, height, lines))
+            chars += sum(len(line.text) for line in lines)
+            if char_limit is not None and chars >= char_limit:
+                break
+        if not any(line.text.strip() for page in pages for line in page.lines):
+            return PdfFailure(
+                PdfProblem.NO_TEXT,
+                f"no text layer on {count} page{'s' if count != 1 else ''} (scanned or images)",
+            )
+        metadata = document.get_metadata_dict(skip_empty=True)
+        title, text = lay_out(pages, clean_title(metadata.get("Title", "")))
+        return PdfText(
+            title=collapse(title)[:_TITLE_LIMIT],
+            text=normalize_text(text),
+            pages=count,
+            pages_read=len(pages),
+        )
+    except pdfium.PdfiumError as exc:
+        return PdfFailure(PdfProblem.DAMAGED, f"PDFium failed while reading: {exc}")
+    finally:
+        document.close()

@@ -1,0 +1,212 @@
+"""Word-level repairs of text read from PDFs (pure).
+
+PDF readers hand back words the way they were set, not the way they were written:
+
+- **line-end hyphens**: a word broken across two lines (``extrac-`` / ``tion``) must be
+  joined, but a compound that happens to break at its own hyphen (``so-`` / ``many``,
+  ``BPA-`` / ``free``) must keep it. PDFium marks both kinds alike (U+FFFE), so the choice
+  is made on the words: what the document itself writes elsewhere (``extraction`` or
+  ``BPA-free`` in the middle of a line) first, then an English word list (SCOWL, see
+  ``fetcher/data/README.md``), then the habit of this very document (does it hyphenate
+  words at line ends, or only break compounds?);
+- **ligatures**: the presentation forms U+FB00-U+FB06 become their letters;
+- **loose accents**: :data:`COMBINING` maps the spacing accents TeX fonts draw over a
+  letter to the combining mark that, after NFC, makes the accented letter
+  (:mod:`fetcher.pdftext` finds which letter, from the glyphs' positions).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import gzip
+import itertools
+import re
+from collections.abc import Iterable
+from importlib import resources
+
+__all__ = [
+    "COMBINING",
+    "Words",
+    "fold_ligatures",
+    "join_lines",
+    "strip_note_number",
+    "word_list",
+]
+
+#: Spacing accent (as PDFium reads a TeX accent glyph) → combining mark.
+COMBINING: dict[str, str] = {
+    "\u0060": "\u0300",  # ` grave
+    "\u02cb": "\u0300",  # ˋ modifier grave
+    "\u00b4": "\u0301",  # ´ acute
+    "\u02ca": "\u0301",  # ˊ modifier acute
+    "\u005e": "\u0302",  # ^ circumflex
+    "\u02c6": "\u0302",  # ˆ
+    "\u007e": "\u0303",  # ~ tilde
+    "\u02dc": "\u0303",  # ˜
+    "\u00af": "\u0304",  # ¯ macron
+    "\u02c9": "\u0304",  # ˉ
+    "\u02d8": "\u0306",  # ˘ breve
+    "\u02d9": "\u0307",  # ˙ dot above
+    "\u00a8": "\u0308",  # ¨ diaeresis
+    "\u02da": "\u030a",  # ˚ ring above
+    "\u02dd": "\u030b",  # ˝ double acute
+    "\u02c7": "\u030c",  # ˇ caron
+    "\u00b8": "\u0327",  # ¸ cedilla
+    "\u02db": "\u0328",  # ˛ ogonek
+}
+#: Accents drawn under their letter rather than over it.
+BELOW = frozenset("\u00b8\u02db")
+#: Letters TeX accents in their dotless form.
+DOTLESS = {"\u0131": "i", "\u0237": "j"}
+
+_LIGATURES = str.maketrans(
+    {
+        "\ufb00": "ff",
+        "\ufb01": "fi",
+        "\ufb02": "fl",
+        "\ufb03": "ffi",
+        "\ufb04": "ffl",
+        "\ufb05": "st",
+        "\ufb06": "st",
+    }
+)
+_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
+_TAIL = re.compile(r"(\S*?)([^\W\d_]+)[-\u2010]$")
+_HEAD = re.compile(r"([^\W\d_]+)")
+_NOTE_NUMBER = re.compile(r"^\s*(?:\d{1,3}|[*†‡§])(?:[.)]\s*|\s+)(?=\S)")
+_URL_CHARS = frozenset("/.:@_=?&#%")
+
+
+def fold_ligatures(text: str) -> str:
+    """Replace ligature presentation forms (U+FB00-U+FB06) by their letters."""
+    return text.translate(_LIGATURES)
+
+
+def strip_note_number(text: str) -> str:
+    """Remove a footnote's or list item's leading number (``1.``, ``2)``, ``3 ``, ``*``)."""
+    return _NOTE_NUMBER.sub("", text, count=1)
+
+
+@functools.cache
+def word_list() -> frozenset[str]:
+    """The shipped English word list, lower-cased (about 75,000 words; loaded once)."""
+    data = resources.files("fetcher").joinpath("data/words.txt.gz").read_bytes()
+    return frozenset(gzip.decompress(data).decode("utf-8").split())
+
+
+class Words:
+    """What one document says about its own words: the evidence for hyphen decisions.
+
+    Args:
+        lines: Every line of the document (the furniture included does no harm).
+        known: The word list (defaults to the shipped one, loaded on first need).
+    """
+
+    def __init__(self, lines: Iterable[str], known: frozenset[str] | None = None) -> None:
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._known = known
+        for line in lines:
+            # The last word of a line that ends in a hyphen is a fragment: skip it.
+            body = line[: -1] if line.endswith(("-", "\u2010")) else line
+            for match in _WORD.finditer(body.lower()):
+                word = match.group()
+                if body.endswith("-") and match.end() == len(body):
+                    continue
+                if "-" not in word:
+                    self._counts[word] += 1
+                parts = word.split("-")
+                for first, second in itertools.pairwise(parts):
+                    self._counts[f"{first}-{second}"] += 1
+        self._votes = collections.Counter[bool]()
+
+    def _known_word(self, word: str) -> bool:
+        known = self._known if self._known is not None else word_list()
+        return word in known
+
+    def _by_list(self, left: str, right: str) -> bool | None:
+        """Join (True), keep the hyphen (False), or no idea (None), by the word list."""
+        if self._known_word(left + right):
+            return True
+        if len(left) > 1 and len(right) > 1 and self._known_word(left) and self._known_word(right):
+            return False
+        return None
+
+    def learn(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Learn this document's habit from its line-end hyphens (fragment pairs).
+
+        A document set with hyphenation breaks words anywhere (``impor-tant``); one
+        without breaks only compounds. The word list decides the pairs it knows; their
+        majority decides the pairs nothing else decides.
+        """
+        for left, right in pairs:
+            verdict = self._by_list(left.lower(), right.lower())
+            if verdict is not None:
+                self._votes[verdict] += 1
+
+    def join_hyphen(self, left: str, right: str) -> bool:
+        """Whether ``left-`` at a line end and ``right`` on the next are one word.
+
+        Args:
+            left: The letters before the hyphen (the word's first part).
+            right: The letters starting the next line.
+
+        Returns:
+            True to join without the hyphen, False to keep the hyphen (and no space).
+        """
+        if right[:1].isupper():
+            return False  # pro-Morales, Anglo-Saxon: a name after the hyphen
+        if len(left) > 1 and left.isupper():
+            return False  # BPA-free, COVID-related: an acronym before it
+        lower_left, lower_right = left.lower(), right.lower()
+        joined = self._counts[lower_left + lower_right]
+        kept = self._counts[f"{lower_left}-{lower_right}"]
+        if joined != kept:
+            return joined > kept
+        verdict = self._by_list(lower_left, lower_right)
+        if verdict is not None:
+            return verdict
+        return self._votes[True] >= self._votes[False]
+
+
+def hyphen_pair(left_line: str, right_line: str) -> tuple[str, str] | None:
+    """The two word parts around a line-end hyphen, or None when it is not a word break.
+
+    A hyphen after a URL, a number or a path (``https://a.b/c-``) is part of that token.
+    """
+    tail = _TAIL.search(left_line)
+    head = _HEAD.match(right_line.lstrip())
+    if tail is None or head is None:
+        return None
+    if any(c in _URL_CHARS or c.isdigit() for c in tail.group(1)):
+        return None
+    return tail.group(2), head.group(1)
+
+
+def join_lines(left: str, right: str, words: Words) -> str:
+    """Join two lines of one paragraph, deciding about a hyphen at the first one's end.
+
+    Args:
+        left: The paragraph so far (its last line ends it).
+        right: The next line.
+        words: The document's word evidence.
+
+    Returns:
+        ``left`` and ``right`` joined by a space, or with a line-end hyphen removed or
+        kept (both without a space).
+    """
+    left = left.rstrip()
+    right = right.lstrip()
+    if not left:
+        return right
+    if not right:
+        return left
+    if left.endswith(("-", "\u2010")):
+        pair = hyphen_pair(left, right)
+        if pair is None:
+            # A hyphen after a number or inside a URL: keep it, and keep the token whole.
+            return left + right if not left[-2:-1].isspace() else f"{left} {right}"
+        if words.join_hyphen(*pair):
+            return left[:-1] + right
+        return left + right
+    return f"{left} {right}"
