@@ -35,8 +35,10 @@ from fetcher.pdfwords import Words, fold_ligatures, hyphen_pair, join_lines, str
 
 __all__ = ["Line", "Page", "lay_out"]
 
-# Furniture sits in the first or last few lines of a page.
+# Furniture sits in the first or last few lines of a page,
 _EDGE_LINES = 3
+# within this share of the page's height from its top or bottom edge.
+_MARGIN_ZONE = 0.12
 # Two furniture lines on different pages are at the same height within this (points).
 _SAME_HEIGHT = 4.0
 # A heading's font is at least this much larger than the body's.
@@ -127,22 +129,45 @@ def body_size(pages: Sequence[Page]) -> float:
     return sizes.most_common(1)[0][0] if sizes else 0.0
 
 
-def _gap_below(line: Line, others: Iterable[Line]) -> float:
-    """Whitespace between a line and the closest line below it (inf when none)."""
-    return min((line.y0 - other.y1 for other in others if other.y1 <= line.y0 + 1), default=1e9)
-
-
-def _gap_above(line: Line, others: Iterable[Line]) -> float:
-    return min((other.y0 - line.y1 for other in others if other.y0 >= line.y1 - 1), default=1e9)
-
-
 def _edges(page: Page) -> tuple[list[int], list[int]]:
     """Indexes of the top and bottom few upright lines of a page, outermost first."""
     upright = [i for i, line in enumerate(page.lines) if line.upright and line.text.strip()]
-    by_height = sorted(upright, key=lambda i: -page.lines[i].y1)
-    top = by_height[:_EDGE_LINES]
+    top = sorted(upright, key=lambda i: -page.lines[i].y1)[:_EDGE_LINES]
     bottom = sorted(upright, key=lambda i: page.lines[i].y0)[:_EDGE_LINES]
     return top, bottom
+
+
+def _band(page: Page, top: bool, size: float) -> list[int]:
+    """The lines at the top (or bottom) edge of a page that hang together, set apart.
+
+    The band grows from the outermost line by lines that touch it (less than half a body
+    line apart), within the outer :data:`_MARGIN_ZONE` of the page; it counts only if the
+    next line is clearly apart (a margin's header or footer, not the start of the text).
+    """
+    upright = [i for i, line in enumerate(page.lines) if line.upright and line.text.strip()]
+    if top:
+        order = sorted(upright, key=lambda i: -page.lines[i].y1)
+    else:
+        order = sorted(upright, key=lambda i: page.lines[i].y0)
+    band: list[int] = []
+    edge = 0.0
+    for i in order:
+        line = page.lines[i]
+        if band and (edge - line.y1 if top else line.y0 - edge) > 0.5 * size:
+            return band
+        inside = (
+            line.y0 >= (1 - _MARGIN_ZONE) * page.height
+            if top
+            else line.y1 <= _MARGIN_ZONE * page.height
+        )
+        if not inside or len(band) > _EDGE_LINES:
+            return []
+        if top:
+            edge = line.y0 if not band else min(edge, line.y0)
+        else:
+            edge = line.y1 if not band else max(edge, line.y1)
+        band.append(i)
+    return band
 
 
 def _is_page_number(text: str) -> bool:
@@ -154,6 +179,16 @@ def _running_title(text: str, title: Sequence[str]) -> bool:
     words = _tokens(text)
     need = min(len(title), 4)
     return need >= 2 and words[:need] == list(title[:need])
+
+
+def _looks_like_furniture(line: Line, title: Sequence[str], size: float) -> bool:
+    text = line.text.strip()
+    return bool(
+        _is_page_number(text)
+        or _ENDS_WITH_PAGE_NUMBER.search(text)
+        or _PRINT_STAMP.match(text)
+        or (line.size < 1.05 * size and _running_title(text, title))
+    )
 
 
 def find_furniture(pages: Sequence[Page], title: Sequence[str], size: float) -> set[tuple[int, int]]:
@@ -171,26 +206,14 @@ def find_furniture(pages: Sequence[Page], title: Sequence[str], size: float) -> 
     candidates: list[tuple[int, int, str]] = []
     for p, page in enumerate(pages):
         top, bottom = _edges(page)
-        for edge, outer in ((top, True), (bottom, False)):
-            for rank, i in enumerate(edge):
-                line = page.lines[i]
-                others = [o for j, o in enumerate(page.lines) if j != i and o.upright]
-                candidates.append((p, i, "top" if outer else "bottom"))
-                text = line.text.strip()
-                # A line that is not at the page's edge stands apart only if every line
-                # between it and the edge is furniture too; checked by rank below.
-                inner_gap = _gap_below(line, others) if outer else _gap_above(line, others)
-                if inner_gap < 0.3 * size:
-                    continue
-                if rank and not all((p, j) in found for j in edge[:rank]):
-                    continue
-                if (
-                    _is_page_number(text)
-                    or _ENDS_WITH_PAGE_NUMBER.search(text)
-                    or _PRINT_STAMP.match(text)
-                    or (line.size < 1.05 * size and _running_title(text, title) and (p or outer))
-                ):
-                    found.add((p, i))
+        candidates += [(p, i, "top") for i in top] + [(p, i, "bottom") for i in bottom]
+        for outer in (True, False):
+            band = _band(page, outer, size)
+            lines = [page.lines[i] for i in band]
+            if all(line.size < 1.05 * size for line in lines) and any(
+                _looks_like_furniture(line, title, size) for line in lines
+            ):
+                found.update((p, i) for i in band)
     # Repetition: the same line (digits aside) at the same height on several pages.
     if len(pages) > 1:
         seen: dict[tuple[str, str], list[tuple[int, int, float]]] = collections.defaultdict(list)
@@ -225,16 +248,33 @@ def _stamps(page: Page, p: int, found: set[tuple[int, int]]) -> set[tuple[int, i
     }
 
 
-def _is_note_start(line: Line) -> bool:
-    return line.note_mark or bool(re.match(r"\s*(?:\d{1,3}[.)]?|[*†‡§])\s+\S", line.text))
+_STRONG_NOTE = re.compile(r"\s*(?:\d{1,3}(?=[^\W\d_]|[\"“‘(])|[*†‡§])")
+_WEAK_NOTE = re.compile(r"\s*\d{1,3}[.)]?\s+\S")
 
 
-def split_notes(lines: Sequence[Line], size: float) -> tuple[list[Line], list[list[Line]]]:
+def _note_start(line: Line) -> str:
+    """How surely a line starts a footnote: ``strong`` (a superscript marker, or a number
+    glued to the text: ``1Originally``), ``weak`` (``1. Text``, ``1 Text``, which table rows
+    and lists look like too) or ``""``."""
+    if line.note_mark or _STRONG_NOTE.match(line.text):
+        return "strong"
+    return "weak" if _WEAK_NOTE.match(line.text) else ""
+
+
+def split_notes(
+    lines: Sequence[Line], size: float, gap: float
+) -> tuple[list[Line], list[list[Line]]]:
     """Take the footnotes out of one page's body lines (in stream order).
 
-    A footnote run is a stretch of small-print lines that starts with a note marker, sits
-    lower on the page than the line before it, and is followed by nothing on the page or
-    by a line higher up (the next column).
+    A footnote run is a stretch of small-print lines of one size that starts with a note
+    marker, sits lower on the page than the line before it, and is followed by nothing on
+    the page or by a line higher up (the next column). A weak marker (a number and a space,
+    as table rows have) also needs the line before to be body text, set apart by a gap.
+
+    Args:
+        lines: The page's lines in reading order, furniture removed.
+        size: The body font size.
+        gap: The usual whitespace between two lines of a paragraph.
 
     Returns:
         The lines left, and the footnotes found (each a list of lines, marker removed
@@ -245,21 +285,29 @@ def split_notes(lines: Sequence[Line], size: float) -> tuple[list[Line], list[li
     i = 0
     while i < len(lines):
         line = lines[i]
-        small = line.size <= _SMALL_RATIO * size
-        if not (small and kept and _is_note_start(line) and line.y1 <= kept[-1].y0 + 1):
+        start = _note_start(line) if line.size <= _SMALL_RATIO * size else ""
+        before = kept[-1] if kept else None
+        if (
+            not start
+            or before is None
+            or line.y1 > before.y0 + 1
+            or (
+                start == "weak"
+                and (before.size <= _SMALL_RATIO * size or before.y0 - line.y1 <= gap + 0.2 * size)
+            )
+        ):
             kept.append(line)
             i += 1
             continue
         end = i
-        while end < len(lines) and lines[end].size <= _SMALL_RATIO * size:
+        while end < len(lines) and abs(lines[end].size - line.size) < 0.3:
             end += 1
         run = lines[i:end]
         after = lines[end] if end < len(lines) else None
-        lowest = min(r.y0 for r in run)
         in_order = all(b.y1 <= a.y0 + 1 for a, b in itertools.pairwise(run))
-        if in_order and (after is None or after.y1 > lowest + 1 and after.y1 > run[0].y0):
+        if in_order and (after is None or after.y1 > run[0].y0):
             for member in run:
-                if _is_note_start(member) or not notes:
+                if _note_start(member) or not notes:
                     text = member.text if member.note_mark else strip_note_number(member.text)
                     notes.append([dataclasses.replace(member, text=text)])
                 else:
@@ -379,26 +427,34 @@ def _breaks(
     """Whether line ``b`` starts a new paragraph after line ``a``."""
     if abs(a.size - b.size) > 0.15 * size:
         return True
+    first = b.text.lstrip()[:1]
+    ends_hyphen = a.text.rstrip().endswith(("-", "\u2010"))
+    if ends_hyphen and first.islower():
+        return False  # a word broken at the line end: the paragraph goes on
     column_a = columns.get(id(a))
     column_b = columns.get(id(b))
-    ends_hyphen = a.text.rstrip().endswith(("-", "\u2010"))
-    full = column_a is None or a.x1 >= column_a.right - max(2 * size, 0.1 * (column_a.right - column_a.left))
-    if same_page and b.y1 <= a.y0 + 1 and (column_a is column_b or column_a == column_b):
+    below = same_page and b.y1 <= a.y0 + 1 and column_a == column_b
+    if a.size >= _HEADING_RATIO * size:
+        # A heading set on several lines: one paragraph while the lines stay close.
+        return not (below and a.y0 - b.y1 <= gap + 0.45 * size)
+    full = column_a is None or a.x1 >= column_a.right - max(
+        2 * size, 0.1 * (column_a.right - column_a.left)
+    )
+    ends_sentence = bool(_TERMINAL.search(a.text.rstrip()))
+    if below:
         if a.y0 - b.y1 > gap + 0.45 * size:
             return True
         if column_b is not None and b.x0 > column_b.left + 0.7 * size and b.x0 - a.x0 > 0.7 * size:
             return True
         if ends_hyphen:
             return False
-        first = b.text.lstrip()[:1]
-        return not full and bool(_TERMINAL.search(a.text.rstrip()) or first.isupper())
+        return not full and (ends_sentence or first.isupper())
     # A new column or page: the paragraph runs on only if its sentence does.
     if ends_hyphen:
         return False
     if column_b is not None and b.x0 > column_b.left + 0.5 * size:
         return True
-    first = b.text.lstrip()[:1]
-    return not (full and not _TERMINAL.search(a.text.rstrip()) and first.islower())
+    return not (full and not ends_sentence and first.islower())
 
 
 def _heading_levels(paras: Sequence[_Para]) -> dict[float, int]:
@@ -452,6 +508,9 @@ def lay_out(pages: Sequence[Page], metadata_title: str = "") -> tuple[str, str]:
     _, first_heading = _title_tokens(pages, metadata_title)
     title_words = _tokens(metadata_title or first_heading)
     furniture = find_furniture(pages, title_words, size)
+    gap = _typical_gap(
+        [(p, line) for p, page in enumerate(pages) for line in page.lines], size
+    )
     stream: list[tuple[int, Line]] = []
     notes: list[list[Line]] = []
     columns: dict[int, _Column] = {}
@@ -459,14 +518,13 @@ def lay_out(pages: Sequence[Page], metadata_title: str = "") -> tuple[str, str]:
         drop = furniture | _stamps(page, p, furniture)
         body = [line for i, line in enumerate(page.lines) if (p, i) not in drop]
         body = [line for line in body if not _stray_marker(line, size)]
-        body, page_notes = split_notes(body, size)
+        body, page_notes = split_notes(body, size, gap)
         notes += page_notes
         body = column_order(body)
         columns.update(_columns(body))
         stream += [(p, line) for line in body]
     words = Words(line.text for _, line in stream)
     words.learn(_hyphen_pairs([line.text for _, line in stream]))
-    gap = _typical_gap(stream, size)
     paras: list[_Para] = []
     previous: tuple[int, Line] | None = None
     for p, line in stream:

@@ -74,7 +74,7 @@ _LIGATURES = str.maketrans(
 _WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
 _TAIL = re.compile(r"(\S*?)([^\W\d_]+)[-\u2010]$")
 _HEAD = re.compile(r"([^\W\d_]+)")
-_NOTE_NUMBER = re.compile(r"^\s*(?:\d{1,3}|[*†‡§])(?:[.)]\s*|\s+)(?=\S)")
+_NOTE_NUMBER = re.compile(r"^\s*(?:\d{1,3}|[*†‡§])(?:[.)]\s*|\s+|(?=[^\W\d_]|[\"“‘(]))(?=\S)")
 _URL_CHARS = frozenset("/.:@_=?&#%")
 
 
@@ -124,25 +124,36 @@ class Words:
         known = self._known if self._known is not None else word_list()
         return word in known
 
-    def _by_list(self, left: str, right: str) -> bool | None:
-        """Join (True), keep the hyphen (False), or no idea (None), by the word list."""
-        if self._known_word(left + right):
-            return True
-        if len(left) > 1 and len(right) > 1 and self._known_word(left) and self._known_word(right):
-            return False
-        return None
+    def _by_list(self, left: str, right: str) -> str:
+        """What the word list says about ``left-right`` at a line end.
+
+        ``join``: the joined word is known and a part is not (``extrac`` + ``tion``);
+        ``keep``: both parts are known words and the joined one is not (``so-many``);
+        ``either``: all three are known (``non-alcoholic`` / ``nonalcoholic``);
+        ``""``: the list does not know these words (a name, another language).
+        """
+        joined = self._known_word(left + right)
+        parts = (
+            len(left) > 1
+            and len(right) > 1
+            and self._known_word(left)
+            and self._known_word(right)
+        )
+        if joined:
+            return "either" if parts else "join"
+        return "keep" if parts else ""
 
     def learn(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Learn this document's habit from its line-end hyphens (fragment pairs).
+        """Learn this document's habit from its line-end hyphens (word-part pairs).
 
         A document set with hyphenation breaks words anywhere (``impor-tant``); one
-        without breaks only compounds. The word list decides the pairs it knows; their
-        majority decides the pairs nothing else decides.
+        without it breaks only at the hyphens of compounds. The pairs the word list is sure
+        about tell which; that habit then decides the pairs nothing else decides.
         """
         for left, right in pairs:
             verdict = self._by_list(left.lower(), right.lower())
-            if verdict is not None:
-                self._votes[verdict] += 1
+            if verdict in ("join", "keep"):
+                self._votes[verdict == "join"] += 1
 
     def join_hyphen(self, left: str, right: str) -> bool:
         """Whether ``left-`` at a line end and ``right`` on the next are one word.
@@ -156,17 +167,20 @@ class Words:
         """
         if right[:1].isupper():
             return False  # pro-Morales, Anglo-Saxon: a name after the hyphen
-        if len(left) > 1 and left.isupper():
-            return False  # BPA-free, COVID-related: an acronym before it
+        if any(c.isupper() for c in left[1:]):
+            return False  # BPA-free, MacBook-like: an acronym or a brand before it
         lower_left, lower_right = left.lower(), right.lower()
         joined = self._counts[lower_left + lower_right]
         kept = self._counts[f"{lower_left}-{lower_right}"]
         if joined != kept:
             return joined > kept
         verdict = self._by_list(lower_left, lower_right)
-        if verdict is not None:
-            return verdict
-        return self._votes[True] >= self._votes[False]
+        if verdict in ("join", "keep"):
+            return verdict == "join"
+        # The document's habit; a known joined word wins a tie.
+        if self._votes[True] != self._votes[False]:
+            return self._votes[True] > self._votes[False]
+        return verdict == "either" or not self._votes[False]
 
 
 def hyphen_pair(left_line: str, right_line: str) -> tuple[str, str] | None:
