@@ -137,6 +137,13 @@ def _edges(page: Page) -> tuple[list[int], list[int]]:
     return top, bottom
 
 
+def _in_margin(page: Page, line: Line, top: bool) -> bool:
+    """Whether a line lies within the page's top (or bottom) :data:`_MARGIN_ZONE`."""
+    if top:
+        return line.y0 >= (1 - _MARGIN_ZONE) * page.height
+    return line.y1 <= _MARGIN_ZONE * page.height
+
+
 def _band(page: Page, top: bool, size: float) -> list[int]:
     """The lines at the top (or bottom) edge of a page that hang together, set apart.
 
@@ -155,12 +162,7 @@ def _band(page: Page, top: bool, size: float) -> list[int]:
         line = page.lines[i]
         if band and (edge - line.y1 if top else line.y0 - edge) > 0.5 * size:
             return band
-        inside = (
-            line.y0 >= (1 - _MARGIN_ZONE) * page.height
-            if top
-            else line.y1 <= _MARGIN_ZONE * page.height
-        )
-        if not inside or len(band) > _EDGE_LINES:
+        if not _in_margin(page, line, top) or len(band) > _EDGE_LINES:
             return []
         if top:
             edge = line.y0 if not band else min(edge, line.y0)
@@ -206,7 +208,14 @@ def find_furniture(pages: Sequence[Page], title: Sequence[str], size: float) -> 
     candidates: list[tuple[int, int, str]] = []
     for p, page in enumerate(pages):
         top, bottom = _edges(page)
-        candidates += [(p, i, "top") for i in top] + [(p, i, "bottom") for i in bottom]
+        # Repeated lines are furniture only in small print and in the margins: a heading
+        # that starts every page ("Entry 12") is larger, and stands in the text area.
+        candidates += [
+            (p, i, where)
+            for where, edge in (("top", top), ("bottom", bottom))
+            for i in edge
+            if page.lines[i].size < 1.05 * size and _in_margin(page, page.lines[i], where == "top")
+        ]
         for outer in (True, False):
             band = _band(page, outer, size)
             lines = [page.lines[i] for i in band]

@@ -47,6 +47,8 @@ _FILE_NAME = re.compile(r"\.(?:pdf|docx?|odt|rtf|tex|dvi|ps|indd|pptx?|xlsx?|htm
 _OFFICE_PREFIX = re.compile(r"^(?:Microsoft (?:Word|PowerPoint|Excel) - )", re.I)
 _UNTITLED = frozenset({"untitled", "title", "untitled document", "document", "slide 1"})
 _TITLE_LIMIT = 300
+_ACCENT = re.compile("[" + re.escape("".join(COMBINING)) + "]")
+_INK = re.compile(r"\S")
 # Below this share of the body size a digit is a superscript (measured: 0.58-0.7).
 _SUPERSCRIPT_RATIO = 0.85
 _PDF_HEADER = b"%PDF-"
@@ -64,13 +66,23 @@ class _TextPage:
     """One page's PDFium text page: its text and, on demand, boxes and sizes by text index."""
 
     def __init__(self, textpage: pdfium.PdfTextPage) -> None:
-        self._page = textpage
+        self._page = textpage.raw  # the handle itself: each call skips a property lookup
         self.text: str = textpage.get_text_range()
         self._rect = pdfium_c.FS_RECTF()
         self._left, self._right = ctypes.c_double(), ctypes.c_double()
         self._bottom, self._top = ctypes.c_double(), ctypes.c_double()
+        # Text and character indexes differ only where PDFium left characters out of the
+        # text or added some; on most pages they are the same, and one check says so.
+        count = int(pdfium_c.FPDFText_CountChars(self._page))
+        self._same = len(self.text) == count and all(
+            pdfium_c.FPDFText_GetCharIndexFromTextIndex(self._page, i) == i
+            for i in {0, count // 2, count - 1}
+            if i >= 0
+        )
 
     def _char(self, text_index: int) -> int:
+        if self._same:
+            return text_index
         return int(pdfium_c.FPDFText_GetCharIndexFromTextIndex(self._page, text_index))
 
     def loose(self, text_index: int) -> _Box | None:
@@ -151,9 +163,9 @@ def _accent_fixes(page: _TextPage, start: int, end: int, size: float) -> dict[in
     """Replacements (text index → new text, ``""`` to delete) that put loose accents back."""
     text = page.text
     fixes: dict[int, str] = {}
-    accents = [i for i in range(start, end) if text[i] in COMBINING]
-    if not accents:
+    if not _ACCENT.search(text, start, end):
         return fixes
+    accents = [i for i in range(start, end) if text[i] in COMBINING]
     letters = [(i, page.tight(i)) for i in range(start, end) if text[i].isalpha()]
     for index in accents:
         mark = text[index]
@@ -223,22 +235,30 @@ def _neighbour(
 
 def _line(page: _TextPage, start: int, end: int, hyphen: bool) -> Line | None:
     text = page.text
-    inked = [i for i in range(start, end) if not text[i].isspace()]
-    if not inked:
+    first_ink = _INK.search(text, start, end)
+    if first_ink is None:
         return None
-    samples = sorted({inked[0], inked[len(inked) // 2], inked[-1]})
+    first = first_ink.start()
+    last = end - 1
+    while last > first and text[last].isspace():
+        last -= 1
+    middle_ink = _INK.search(text, (first + last) // 2, end)
+    middle = middle_ink.start() if middle_ink else first
+    samples = sorted({first, middle, last})
     boxes = [box for box in (page.loose(i) for i in samples) if box is not None]
     if not boxes:
         return None
     size = _median([page.size(i) for i in samples])
-    angle = page.angle(inked[len(inked) // 2])
+    angle = page.angle(middle)
     upright = angle < 0.1 or angle > 2 * math.pi - 0.1
     markers, leading = _superscripts(page, start, end)
     fixes = _accent_fixes(page, start, end, size or 10.0)
     for index in markers:
         fixes[index] = ""
-    chars = [fixes.get(i, text[i]) for i in range(start, end)]
-    line_text = "".join(chars).strip()
+    if fixes:
+        line_text = "".join(fixes.get(i, text[i]) for i in range(start, end)).strip()
+    else:
+        line_text = text[start:end].strip()
     if hyphen:
         line_text += "-"
     if not line_text:

@@ -106,18 +106,17 @@ class Words:
     def __init__(self, lines: Iterable[str], known: frozenset[str] | None = None) -> None:
         self._counts: collections.Counter[str] = collections.Counter()
         self._known = known
-        for line in lines:
+        text = "\n".join(lines).lower()
+        for match in _WORD.finditer(text):
             # The last word of a line that ends in a hyphen is a fragment: skip it.
-            body = line[: -1] if line.endswith(("-", "\u2010")) else line
-            for match in _WORD.finditer(body.lower()):
-                word = match.group()
-                if body.endswith("-") and match.end() == len(body):
-                    continue
-                if "-" not in word:
-                    self._counts[word] += 1
-                parts = word.split("-")
-                for first, second in itertools.pairwise(parts):
+            if text.startswith("-\n", match.end()):
+                continue
+            word = match.group()
+            if "-" in word:
+                for first, second in itertools.pairwise(word.split("-")):
                     self._counts[f"{first}-{second}"] += 1
+            else:
+                self._counts[word] += 1
         self._votes = collections.Counter[bool]()
 
     def _known_word(self, word: str) -> bool:
