@@ -64,6 +64,7 @@ _PRINT_STAMP = re.compile(r"^\d{1,4}[./-]\d{1,2}[./-]\d{1,4},?\s+\d{1,2}:\d{2}(?
 _DIGITS = re.compile(r"\d+")
 _SPACES = re.compile(r"\s+")
 _MARKER_LINE = re.compile(r"[\d*†‡§]{1,3}")
+_RTL = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufeff]")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,14 +130,6 @@ def body_size(pages: Sequence[Page]) -> float:
     return sizes.most_common(1)[0][0] if sizes else 0.0
 
 
-def _edges(page: Page) -> tuple[list[int], list[int]]:
-    """Indexes of the top and bottom few upright lines of a page, outermost first."""
-    upright = [i for i, line in enumerate(page.lines) if line.upright and line.text.strip()]
-    top = sorted(upright, key=lambda i: -page.lines[i].y1)[:_EDGE_LINES]
-    bottom = sorted(upright, key=lambda i: page.lines[i].y0)[:_EDGE_LINES]
-    return top, bottom
-
-
 def _in_margin(page: Page, line: Line, top: bool) -> bool:
     """Whether a line lies within the page's top (or bottom) :data:`_MARGIN_ZONE`."""
     if top:
@@ -183,23 +176,33 @@ def _running_title(text: str, title: Sequence[str]) -> bool:
     return need >= 2 and words[:need] == list(title[:need])
 
 
-def _looks_like_furniture(line: Line, title: Sequence[str], size: float) -> bool:
+def _looks_like_furniture(line: Line, title: Sequence[str], title_size: float) -> bool:
     text = line.text.strip()
     return bool(
         _is_page_number(text)
         or _ENDS_WITH_PAGE_NUMBER.search(text)
         or _PRINT_STAMP.match(text)
-        or (line.size < 1.05 * size and _running_title(text, title))
+        # The title again, in smaller print than the title itself: a running head.
+        or (line.size < 0.9 * title_size and _running_title(text, title))
     )
 
 
-def find_furniture(pages: Sequence[Page], title: Sequence[str], size: float) -> set[tuple[int, int]]:
+def find_furniture(
+    pages: Sequence[Page], title: Sequence[str], size: float, title_size: float
+) -> set[tuple[int, int]]:
     """The (page, line) indexes of page furniture.
+
+    Only the bands at a page's top and bottom edge (:func:`_band`) in print no larger than
+    the body's can be furniture: the whole band when one of its lines looks like furniture
+    (a page number, a browser's print header, a running title), and any line of it that
+    comes back at the same height on other pages (digits aside). A heading that starts
+    every page ("Entry 12") is larger, and stands in the text area.
 
     Args:
         pages: The document's pages.
         title: The tokens of the document's title (or first heading).
         size: The body font size.
+        title_size: The font size of the largest line on the first page.
 
     Returns:
         Indexes into ``pages[p].lines``.
@@ -207,21 +210,10 @@ def find_furniture(pages: Sequence[Page], title: Sequence[str], size: float) -> 
     found: set[tuple[int, int]] = set()
     candidates: list[tuple[int, int, str]] = []
     for p, page in enumerate(pages):
-        top, bottom = _edges(page)
-        # Repeated lines are furniture only in small print and in the margins: a heading
-        # that starts every page ("Entry 12") is larger, and stands in the text area.
-        candidates += [
-            (p, i, where)
-            for where, edge in (("top", top), ("bottom", bottom))
-            for i in edge
-            if page.lines[i].size < 1.05 * size and _in_margin(page, page.lines[i], where == "top")
-        ]
-        for outer in (True, False):
-            band = _band(page, outer, size)
-            lines = [page.lines[i] for i in band]
-            if all(line.size < 1.05 * size for line in lines) and any(
-                _looks_like_furniture(line, title, size) for line in lines
-            ):
+        for top in (True, False):
+            band = [i for i in _band(page, top, size) if page.lines[i].size < 1.05 * size]
+            candidates += [(p, i, "top" if top else "bottom") for i in band]
+            if any(_looks_like_furniture(page.lines[i], title, title_size) for i in band):
                 found.update((p, i) for i in band)
     # Repetition: the same line (digits aside) at the same height on several pages.
     if len(pages) > 1:
@@ -350,12 +342,20 @@ def column_order(lines: Sequence[Line]) -> list[Line]:
             return "R"
         return "S"
 
-    sides = [side(line) for line in lines]
-    paired = [s for s in sides if s != "S"]
-    if paired.count("L") < 4 or paired.count("R") < 4:
-        return list(lines)
-    switches = sum(a != b for a, b in itertools.pairwise(paired))
-    if switches <= max(4, len(paired) // 5):
+    if sum(_RTL.search(line.text) is not None for line in lines) > len(lines) // 2:
+        return list(lines)  # right-to-left scripts read their columns the other way
+    # In column order, each band between spanning lines reads left lines, then right
+    # ones; going back from the right column to the left one more than once is a zigzag.
+    backs = 0
+    previous = ""
+    for line in lines:
+        current = side(line)
+        if current == "S":
+            previous = ""
+            continue
+        backs += previous == "R" and current == "L"
+        previous = current
+    if backs < 2:
         return list(lines)
     spanning = sorted((line for line in lines if side(line) == "S"), key=lambda x: -x.y1)
     ordered: list[Line] = []
@@ -501,6 +501,12 @@ def _title_tokens(pages: Sequence[Page], title: str) -> tuple[str, str]:
     return "", text
 
 
+def _largest_size(pages: Sequence[Page]) -> float:
+    if not pages:
+        return 0.0
+    return max((line.size for line in pages[0].lines if line.upright), default=0.0)
+
+
 def lay_out(pages: Sequence[Page], metadata_title: str = "") -> tuple[str, str]:
     """Turn a document's pages into its title and its text in reading order.
 
@@ -516,7 +522,7 @@ def lay_out(pages: Sequence[Page], metadata_title: str = "") -> tuple[str, str]:
     size = body_size(pages)
     _, first_heading = _title_tokens(pages, metadata_title)
     title_words = _tokens(metadata_title or first_heading)
-    furniture = find_furniture(pages, title_words, size)
+    furniture = find_furniture(pages, title_words, size, _largest_size(pages))
     gap = _typical_gap(
         [(p, line) for p, page in enumerate(pages) for line in page.lines], size
     )
@@ -526,7 +532,6 @@ def lay_out(pages: Sequence[Page], metadata_title: str = "") -> tuple[str, str]:
     for p, page in enumerate(pages):
         drop = furniture | _stamps(page, p, furniture)
         body = [line for i, line in enumerate(page.lines) if (p, i) not in drop]
-        body = [line for line in body if not _stray_marker(line, size)]
         body, page_notes = split_notes(body, size, gap)
         notes += page_notes
         body = column_order(body)
@@ -568,6 +573,38 @@ def lay_out(pages: Sequence[Page], metadata_title: str = "") -> tuple[str, str]:
     return title, "\n".join(out)
 
 
-def _stray_marker(line: Line, size: float) -> bool:
-    """A note marker alone on its line (a browser sets superscripts apart)."""
-    return line.size < _MARKER_RATIO * size and bool(_MARKER_LINE.fullmatch(line.text.strip()))
+def _overlap(a: Line, b: Line) -> bool:
+    """Whether two lines share some height (one sits on the other's baseline band)."""
+    return a.y0 < b.y1 and b.y0 < a.y1
+
+
+def attach_markers(lines: Sequence[Line]) -> list[Line]:
+    """Resolve note markers PDFium set on a line of their own (raised, so apart).
+
+    A marker right before a line's text at its height starts a footnote: that line gets
+    ``note_mark``. A marker beside a line's text at its height is a reference in the text:
+    it goes. A small number on its own is kept (a page number, a table cell).
+    """
+    kept: list[Line] = []
+    mark_next = False
+    for index, line in enumerate(lines):
+        if mark_next:
+            line = dataclasses.replace(line, note_mark=True)
+            mark_next = False
+        if not _MARKER_LINE.fullmatch(line.text.strip()):
+            kept.append(line)
+            continue
+        after = lines[index + 1] if index + 1 < len(lines) else None
+        before = kept[-1] if kept else None
+        if (
+            after is not None
+            and line.size < _MARKER_RATIO * after.size
+            and _overlap(line, after)
+            and -0.2 * after.size <= after.x0 - line.x1 <= 0.5 * after.size
+        ):
+            mark_next = True
+        elif not (
+            before is not None and line.size < _MARKER_RATIO * before.size and _overlap(line, before)
+        ):
+            kept.append(line)
+    return kept

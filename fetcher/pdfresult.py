@@ -10,9 +10,24 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-__all__ = ["DESCRIPTIONS", "PdfFailure", "PdfLimits", "PdfProblem", "PdfResult", "PdfText"]
+__all__ = [
+    "DESCRIPTIONS",
+    "PdfFailure",
+    "PdfLimits",
+    "PdfProblem",
+    "PdfResult",
+    "PdfText",
+    "is_pdf",
+]
 
 MIB = 1 << 20
+# Readers accept a PDF whose header comes within its first kilobyte (junk may precede it).
+_HEADER_WINDOW = 1024
+
+
+def is_pdf(body: bytes) -> bool:
+    """Whether a body is a PDF by its content: ``%PDF-`` within the first kilobyte."""
+    return b"%PDF-" in body[:_HEADER_WINDOW]
 
 
 class PdfProblem(enum.StrEnum):

@@ -32,7 +32,7 @@ import unicodedata
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from fetcher.pdflayout import Line, Page, lay_out
+from fetcher.pdflayout import Line, Page, attach_markers, lay_out
 from fetcher.pdfresult import PdfFailure, PdfProblem, PdfResult, PdfText
 from fetcher.pdfwords import BELOW, COMBINING, DOTLESS
 from fetcher.plaintext import collapse, normalize_text
@@ -41,7 +41,7 @@ __all__ = ["read_pdf"]
 
 _LINE_END = re.compile(r"\r\n|\n|\r|\ufffe")
 # Digits right after a letter or closing punctuation: a candidate note marker.
-_TRAILING_MARKER = re.compile(r"(?<=[^\W\d_]|[.,;:!?)\]”’\"'])(\d{1,3}|[*†‡])(?=[^\w]|$)")
+_TRAILING_MARKER = re.compile(r"(?<=[^\W\d_]|[.,;:!?)\]”’\"'])( ?)(\d{1,3}|[*†‡])(?=[^\w]|$)")
 _LEADING_MARKER = re.compile(r"^\s*(\d{1,3}|[*†‡])(?=[^\W\d_]|[\"“‘(])")
 _FILE_NAME = re.compile(r"\.(?:pdf|docx?|odt|rtf|tex|dvi|ps|indd|pptx?|xlsx?|html?)$", re.I)
 _OFFICE_PREFIX = re.compile(r"^(?:Microsoft (?:Word|PowerPoint|Excel) - )", re.I)
@@ -136,25 +136,29 @@ def _superscripts(page: _TextPage, start: int, end: int) -> tuple[list[int], boo
     found: list[int] = []
     leading = False
     line = text[start:end]
-    candidates = [(m.start(1), m.end(1), m.start(1) - 1) for m in _TRAILING_MARKER.finditer(line)]
+    # (where the marker starts, where its span to remove starts and ends, a reference
+    # character of the text it is attached to)
+    candidates = [
+        (m.start(2), m.start(1), m.end(2), m.start(1) - 1) for m in _TRAILING_MARKER.finditer(line)
+    ]
     head = _LEADING_MARKER.match(line)
     if head:
-        candidates.append((head.start(1), head.end(1), head.end(1)))
-    for first, last, ref in candidates:
+        candidates.append((head.start(1), head.start(1), head.end(1), head.end(1)))
+    for mark, first, last, ref in candidates:
         if not 0 <= ref < len(line):
             continue
         reference = page.size(start + ref)
-        marker = page.size(start + first)
+        marker = page.size(start + mark)
         if not reference or not marker or marker >= _SUPERSCRIPT_RATIO * reference:
             continue
         ref_box = page.loose(start + ref)
-        mark_box = page.loose(start + first)
+        mark_box = page.loose(start + mark)
         if ref_box is None or mark_box is None:
             continue
         if mark_box.bottom < ref_box.bottom + 0.1 * reference:
             continue  # a subscript (CO2), or a small digit on the baseline
         found += range(start + first, start + last)
-        if head and first == head.start(1):
+        if head and mark == head.start(1):
             leading = True
     return found, leading
 
@@ -282,7 +286,7 @@ def _page_lines(textpage: pdfium.PdfTextPage) -> tuple[Line, ...]:
         line = _line(page, start, end, hyphen)
         if line is not None:
             lines.append(line)
-    return tuple(lines)
+    return tuple(attach_markers(lines))
 
 
 def clean_title(title: str) -> str:
