@@ -64,9 +64,7 @@ class _Rows:
     pages: int = 0
 
 
-def measure(
-    cases: list[PdfCase], reps: int = 3
-) -> dict[tuple[str, str], _Rows]:
+def measure(cases: list[PdfCase], reps: int = 3) -> dict[tuple[str, str], _Rows]:
     """Read every case with both readers, interleaved; group by (reader, group).
 
     Groups are the producer, ``half:dev`` / ``half:confirm`` and ``all``.
@@ -91,7 +89,9 @@ def measure(
 
 
 def _table(rows: dict[tuple[str, str], _Rows]) -> str:
-    groups = sorted({group for _, group in rows}, key=lambda g: (g == "all", g.startswith("half"), g))
+    groups = sorted(
+        {group for _, group in rows}, key=lambda g: (g == "all", g.startswith("half"), g)
+    )
     lines = [
         "| group | docs | pages | reader | recall | order | damaged words | furniture / page "
         "| ms / page |",
@@ -111,7 +111,8 @@ def _table(rows: dict[tuple[str, str], _Rows]) -> str:
 
 def _hostile(cases: list[PdfCase]) -> str:
     lines = [
-        "| file | expected | outcome | text chars | recall | ms (worker, wall) | largest worker RSS so far |",
+        "| file | expected | outcome | text chars | recall | ms (worker, wall) "
+        "| largest worker RSS so far |",
         "|---|---|---|---|---|---|---|",
     ]
     for case in cases:

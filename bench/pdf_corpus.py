@@ -174,7 +174,10 @@ def _furniture_leaked(
     leaked = 0
     for item in furniture:
         texts = (
-            {item.text.replace(_PAGE, str(n)).replace(_PAGES, str(pages)) for n in range(1, 1 + pages)}
+            {
+                item.text.replace(_PAGE, str(n)).replace(_PAGES, str(pages))
+                for n in range(1, 1 + pages)
+            }
             if _PAGE in item.text
             else {item.text.replace(_PAGES, str(pages))}
         )

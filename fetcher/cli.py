@@ -225,7 +225,9 @@ def _text(args: argparse.Namespace) -> int:
     for path in args.files:
         body = path.read_bytes()
         if is_pdf(body):  # by content, whatever the file is called
-            result = extract_pdf(body, PdfLimits(char_limit=None if args.full else 4 * PAGE_TEXT_LIMIT))
+            result = extract_pdf(
+                body, PdfLimits(char_limit=None if args.full else 4 * PAGE_TEXT_LIMIT)
+            )
             if isinstance(result, PdfFailure):
                 failed = True
                 if args.json:

@@ -32,7 +32,8 @@ import unicodedata
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from fetcher.pdflayout import Line, Page, attach_markers, lay_out
+from fetcher.pdflayout import lay_out
+from fetcher.pdfpage import Line, Page, attach_markers
 from fetcher.pdfresult import PdfFailure, PdfProblem, PdfResult, PdfText
 from fetcher.pdfwords import BELOW, COMBINING, DOTLESS
 from fetcher.plaintext import collapse, normalize_text
@@ -187,7 +188,9 @@ def _accent_fixes(page: _TextPage, start: int, end: int, size: float) -> dict[in
                 continue
             height = letter_box.top - letter_box.bottom
             if mark in BELOW:
-                placed = letter_box.bottom - 0.6 * size <= box.top <= letter_box.bottom + 0.5 * height
+                placed = (
+                    letter_box.bottom - 0.6 * size <= box.top <= letter_box.bottom + 0.5 * height
+                )
             elif mark in "^~`":
                 placed = letter_box.top - 0.1 * size <= box.bottom <= letter_box.top + 0.6 * size
             else:

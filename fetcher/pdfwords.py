@@ -133,10 +133,7 @@ class Words:
         """
         joined = self._known_word(left + right)
         parts = (
-            len(left) > 1
-            and len(right) > 1
-            and self._known_word(left)
-            and self._known_word(right)
+            len(left) > 1 and len(right) > 1 and self._known_word(left) and self._known_word(right)
         )
         if joined:
             return "either" if parts else "join"

@@ -199,7 +199,9 @@ def test_columns_zigzagging_in_the_stream_are_read_column_by_column() -> None:
     page = []
     for block in range(3):
         top = 600 - 60 * block
-        page += column_block(72, top, b"left", 4 * block) + column_block(330, top, b"right", 4 * block)
+        page += column_block(72, top, b"left", 4 * block) + column_block(
+            330, top, b"right", 4 * block
+        )
     text = text_of(make_pdf([page])).text
     assert text.index("left column line 11") < text.index("right column line 0")
 
