@@ -125,7 +125,7 @@ def _breaks(
     full = column_a is None or a.x1 >= column_a.right - max(
         2 * size, 0.1 * (column_a.right - column_a.left)
     )
-    ends_sentence = bool(_TERMINAL.search(a.text.rstrip()))
+    ends_sentence = bool(_TERMINAL.search(a.text.rstrip()[-6:]))
     if below:
         if a.y0 - b.y1 > gap + 0.45 * size:
             return True

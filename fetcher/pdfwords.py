@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 import functools
 import gzip
-import itertools
 import re
 from collections.abc import Iterable
 from importlib import resources
@@ -71,7 +70,11 @@ _LIGATURES = str.maketrans(
         "\ufb06": "st",
     }
 )
-_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*")
+_ANY_LIGATURE = re.compile("[\ufb00-\ufb06]")
+_LETTERS = re.compile(r"[^\W\d_]+")
+_FRAGMENT = re.compile(r"[^\W\d_]+-\n")
+# Every "first-second" pair in a compound, overlapping ("a-b-c": "a-b" and "b-c").
+_COMPOUND_PAIR = re.compile(r"(?<![^\W\d_])(?=([^\W\d_]+-[^\W\d_]+))")
 _TAIL = re.compile(r"(\S*?)([^\W\d_]+)[-\u2010]$")
 _HEAD = re.compile(r"([^\W\d_]+)")
 _NOTE_NUMBER = re.compile(r"^\s*(?:\d{1,3}|[*†‡§])(?:[.)]\s*|\s+|(?=[^\W\d_]|[\"“‘(]))(?=\S)")
@@ -80,7 +83,7 @@ _URL_CHARS = frozenset("/.:@_=?&#%")
 
 def fold_ligatures(text: str) -> str:
     """Replace ligature presentation forms (U+FB00-U+FB06) by their letters."""
-    return text.translate(_LIGATURES)
+    return text.translate(_LIGATURES) if _ANY_LIGATURE.search(text) else text
 
 
 def strip_note_number(text: str) -> str:
@@ -104,19 +107,11 @@ class Words:
     """
 
     def __init__(self, lines: Iterable[str], known: frozenset[str] | None = None) -> None:
-        self._counts: collections.Counter[str] = collections.Counter()
         self._known = known
-        text = "\n".join(lines).lower()
-        for match in _WORD.finditer(text):
-            # The last word of a line that ends in a hyphen is a fragment: skip it.
-            if text.startswith("-\n", match.end()):
-                continue
-            word = match.group()
-            if "-" in word:
-                for first, second in itertools.pairwise(word.split("-")):
-                    self._counts[f"{first}-{second}"] += 1
-            else:
-                self._counts[word] += 1
+        # The word before a line-end hyphen is a fragment ("extrac-"): not a word.
+        text = _FRAGMENT.sub(" ", "\n".join(lines).lower())
+        self._counts = collections.Counter(_LETTERS.findall(text))
+        self._counts.update(_COMPOUND_PAIR.findall(text))
         self._votes = collections.Counter[bool]()
 
     def _known_word(self, word: str) -> bool:
@@ -184,7 +179,7 @@ def hyphen_pair(left_line: str, right_line: str) -> tuple[str, str] | None:
 
     A hyphen after a URL, a number or a path (``https://a.b/c-``) is part of that token.
     """
-    tail = _TAIL.search(left_line)
+    tail = _TAIL.search(left_line[left_line.rfind(" ") + 1 :])
     head = _HEAD.match(right_line.lstrip())
     if tail is None or head is None:
         return None
