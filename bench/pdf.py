@@ -9,9 +9,9 @@ halves of the corpus (``dev``: odd document numbers, on which the post-processin
 developed; ``confirm``: even ones), it prints the five measures of ``bench/pdf_corpus.py``:
 recall, order, damaged words, furniture leaked per page, milliseconds per page (wall
 clock: the best of the repetitions, summed over documents, divided by their pages; CPU:
-this process's time over all repetitions, which a loaded machine inflates less). Then each hostile file
-through :func:`fetcher.pdfworker.extract_pdf` with the default limits: the outcome, the
-wall-clock time and the largest worker's peak memory so far.
+this process's time over all repetitions, which a loaded machine inflates less). Then
+each hostile file through :func:`fetcher.pdfworker.extract_pdf` with the default limits:
+the outcome, the wall-clock time and the largest worker's peak memory so far.
 """
 
 from __future__ import annotations
