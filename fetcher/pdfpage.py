@@ -50,7 +50,8 @@ _SAME_HEIGHT = 4.0
 _SMALL_RATIO = 0.93
 # A line set in a smaller font than this fraction of its neighbours' is a note marker.
 _MARKER_RATIO = 0.85
-_NUMBER = r"(?:\d{1,4}|[ivxlc]{1,7})"
+# Arabic page numbers, or well-formed lower Roman ones (front matter: "xiv").
+_NUMBER = r"(?:\d{1,4}|(?=[ivxlc])c{0,3}(?:x[cl]|l?x{0,3})(?:i[xv]|v?i{0,3}))"
 _PAGE_WORD = (
     r"(?:page|p\.|pg\.|seite|s\.|página|pagina|pag\.|strana|str\.|стр\.|страница|sida|side)"
 )
@@ -99,10 +100,10 @@ class Line:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Page:
-    """One page's lines in PDFium's order, and the page size in points."""
+    """One page's lines in PDFium's order, and where the page's edges are (its box)."""
 
-    width: float
-    height: float
+    bottom: float
+    top: float
     lines: tuple[Line, ...]
 
 
@@ -125,9 +126,10 @@ def body_size(pages: Sequence[Page]) -> float:
 
 def _in_margin(page: Page, line: Line, top: bool) -> bool:
     """Whether a line lies within the page's top (or bottom) :data:`_MARGIN_ZONE`."""
+    zone = _MARGIN_ZONE * (page.top - page.bottom)
     if top:
-        return line.y0 >= (1 - _MARGIN_ZONE) * page.height
-    return line.y1 <= _MARGIN_ZONE * page.height
+        return line.y0 >= page.top - zone
+    return line.y1 <= page.bottom + zone
 
 
 def _band(page: Page, top: bool, size: float) -> list[int]:

@@ -386,10 +386,11 @@ def read_pdf(data: bytes, *, char_limit: int | None = None) -> PdfResult:
                     lines = _page_lines(textpage)
                 finally:
                     textpage.close()
-                width, height = page.get_size()
+                # The page's box in the coordinates PDFium gives the text in.
+                _, bottom, _, top = page.get_bbox()
             finally:
                 page.close()
-            pages.append(Page(width, height, lines))
+            pages.append(Page(bottom, top, lines))
             chars += sum(len(line.text) for line in lines)
             if char_limit is not None and chars >= char_limit:
                 break

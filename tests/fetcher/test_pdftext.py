@@ -86,6 +86,23 @@ def test_a_bare_page_number_is_removed_on_a_single_page() -> None:
     assert "7" not in text_of(pdf).text
 
 
+@pytest.mark.parametrize(
+    ("footer", "removed"),
+    [
+        pytest.param(b"- 12 -", True, id="dashed"),
+        pytest.param(b"Page 3 of 9", True, id="page-of"),
+        pytest.param(b"Seite 2 von 5", True, id="german"),
+        pytest.param(b"xiv", True, id="roman"),
+        pytest.param(b"Draft report, page 4", True, id="ends-with-page"),
+        pytest.param(b"civil", False, id="roman-letters-not-a-numeral"),
+        pytest.param(b"Thank you for reading", False, id="words"),
+    ],
+)
+def test_a_footer_line_goes_only_when_it_is_a_page_number(footer: bytes, removed: bool) -> None:
+    pdf = make_pdf([[*paragraph(700, BODY), Text(280, 40, footer, 8)]])
+    assert (footer.decode() not in text_of(pdf).text) is removed
+
+
 def test_a_number_in_the_text_area_is_kept() -> None:
     pdf = make_pdf([[*paragraph(700, BODY), Text(72, 400, b"7")]])
     assert text_of(pdf).text.endswith("\n7")
