@@ -50,6 +50,8 @@ _SAME_HEIGHT = 4.0
 _SMALL_RATIO = 0.93
 # A line set in a smaller font than this fraction of its neighbours' is a note marker.
 _MARKER_RATIO = 0.85
+# Text turned by less than this many degrees counts as unturned.
+_TILT = 5.0
 # Arabic page numbers, or well-formed lower Roman ones (front matter: "xiv").
 _NUMBER = r"(?:\d{1,4}|(?=[ivxlc])c{0,3}(?:x[cl]|l?x{0,3})(?:i[xv]|v?i{0,3}))"
 _PAGE_WORD = (
@@ -84,7 +86,7 @@ class Line:
         y0: Bottom of the line's box.
         y1: Top of the line's box.
         size: The font size of most of the line.
-        upright: Whether the text runs left to right horizontally (not rotated).
+        angle: How far the text is turned from horizontal, in degrees (0 to 360).
         note_mark: Whether the line began with a superscript note marker (now removed).
     """
 
@@ -94,8 +96,18 @@ class Line:
     y0: float
     y1: float
     size: float
-    upright: bool = True
+    angle: float = 0.0
     note_mark: bool = False
+
+    @property
+    def upright(self) -> bool:
+        """Whether the text runs horizontally, left to right."""
+        return self.angle < _TILT or self.angle > 360 - _TILT
+
+    @property
+    def diagonal(self) -> bool:
+        """Whether the text is turned by other than a right angle (a watermark)."""
+        return min(self.angle % 90, 90 - self.angle % 90) >= _TILT
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -229,7 +241,8 @@ def find_furniture(
 
 
 def margin_stamps(page: Page, p: int, found: set[tuple[int, int]]) -> set[tuple[int, int]]:
-    """Rotated lines outside the body's width: margin stamps (arXiv's identifier)."""
+    """Turned lines outside the body's width (margin stamps: arXiv's identifier), and
+    diagonal ones anywhere (watermarks: "DRAFT", "CONFIDENTIAL")."""
     upright = [line for i, line in enumerate(page.lines) if line.upright and (p, i) not in found]
     if not upright:
         return set()
@@ -238,7 +251,7 @@ def margin_stamps(page: Page, p: int, found: set[tuple[int, int]]) -> set[tuple[
     return {
         (p, i)
         for i, line in enumerate(page.lines)
-        if not line.upright and (line.x1 <= left + 1 or line.x0 >= right - 1)
+        if line.diagonal or (not line.upright and (line.x1 <= left + 1 or line.x0 >= right - 1))
     }
 
 

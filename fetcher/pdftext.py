@@ -47,12 +47,19 @@ _CLOSING = frozenset(".,;:!?)]”’\"'")
 _OPENING = frozenset('"“‘(')
 _FILE_NAME = re.compile(r"\.(?:pdf|docx?|odt|rtf|tex|dvi|ps|indd|pptx?|xlsx?|html?)$", re.I)
 _OFFICE_PREFIX = re.compile(r"^(?:Microsoft (?:Word|PowerPoint|Excel) - )", re.I)
-_UNTITLED = frozenset({"untitled", "title", "untitled document", "document", "slide 1"})
+# Titles office programs fill in by themselves.
+_UNTITLED = re.compile(
+    r"(?:untitled|title|document|presentation|powerpoint presentation|slide|book|sheet)"
+    r"[\s_-]*\d*",
+    re.I,
+)
 _TITLE_LIMIT = 300
 _ACCENT = re.compile("[" + re.escape("".join(COMBINING)) + "]")
 _INK = re.compile(r"\S")
 # Below this share of the body size a digit is a superscript (measured: 0.58-0.7).
 _SUPERSCRIPT_RATIO = 0.85
+# Glyphs whose directions differ by this many degrees belong to different lines.
+_TURN = 5.0
 _PDF_HEADER = b"%PDF-"
 
 
@@ -269,6 +276,54 @@ def _neighbour(
     return None
 
 
+def _turn_at(page: _TextPage, first: int, last: int) -> int | None:
+    """Where a line's glyphs change direction (a watermark PDFium ran into a line of text),
+    or None when its first and last glyphs point the same way."""
+
+    def angle(index: int) -> float:
+        return math.degrees(page.angle(index)) % 360
+
+    start_angle = angle(first)
+    if abs(angle(last) - start_angle) < _TURN:
+        return None
+    low, high = first, last  # low points like the first glyph, high does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if abs(angle(middle) - start_angle) < _TURN:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def _lines(
+    page: _TextPage, start: int, end: int, hyphen: bool, markers: list[_Marker]
+) -> list[Line]:
+    """The line (or, where glyphs change direction, the lines) in ``[start, end)``."""
+    text = page.text
+    first_ink = _INK.search(text, start, end)
+    if first_ink is None:
+        return []
+    last = end - 1
+    while last > first_ink.start() and text[last].isspace():
+        last -= 1
+    first_box, last_box = page.loose(first_ink.start()), page.loose(last)
+    if (
+        first_box is not None
+        and last_box is not None
+        and abs(last_box.bottom - first_box.bottom) > 0.5 * page.size(last)
+    ):
+        # The text climbs or falls: turned (a margin stamp, a watermark), or a turned
+        # run PDFium appended to a line. Only then are angles asked for.
+        turn = _turn_at(page, first_ink.start(), last)
+        if turn is not None:
+            before = [m for m in markers if m.mark < turn]
+            after = [m for m in markers if m.mark >= turn]
+            return _lines(page, start, turn, False, before) + _lines(page, turn, end, hyphen, after)
+    line = _line(page, start, end, hyphen, markers)
+    return [line] if line is not None else []
+
+
 def _line(
     page: _TextPage, start: int, end: int, hyphen: bool, markers: list[_Marker]
 ) -> Line | None:
@@ -286,12 +341,11 @@ def _line(
     if not boxes:
         return None
     size = page.size(middle)
-    upright = True
+    angle = 0.0
     if len(boxes) > 1 and abs(boxes[-1].bottom - boxes[0].bottom) > 0.5 * size:
-        # The text climbs or falls: rotated (a margin stamp), or a line PDFium made of
-        # scattered glyphs. Only then is the angle asked for.
-        angle = page.angle(middle)
-        upright = angle < 0.1 or angle > 2 * math.pi - 0.1
+        # The text climbs or falls: turned (a margin stamp, a watermark), or a line PDFium
+        # made of scattered glyphs. Only then is the angle asked for.
+        angle = math.degrees(page.angle(middle)) % 360
     removed, leading = _superscripts(page, markers)
     fixes = _accent_fixes(page, start, end, size or 10.0)
     for index in removed:
@@ -313,7 +367,7 @@ def _line(
         y0=bottoms[len(bottoms) // 2],
         y1=tops[len(tops) // 2],
         size=size,
-        upright=upright,
+        angle=angle,
         note_mark=leading,
     )
 
@@ -329,9 +383,7 @@ def _page_lines(textpage: pdfium.PdfTextPage) -> tuple[Line, ...]:
             if markers[at].mark >= start:
                 mine.append(markers[at])
             at += 1
-        line = _line(page, start, end, hyphen, mine)
-        if line is not None:
-            lines.append(line)
+        lines += _lines(page, start, end, hyphen, mine)
     return tuple(attach_markers(lines))
 
 
@@ -339,7 +391,7 @@ def clean_title(title: str) -> str:
     """A metadata title worth showing, or ``""`` (file names, "Untitled" and the like)."""
     title = collapse(title)
     title = _OFFICE_PREFIX.sub("", title)
-    if _FILE_NAME.search(title) or title.lower() in _UNTITLED or len(title) < 3:
+    if _FILE_NAME.search(title) or _UNTITLED.fullmatch(title) or len(title) < 3:
         return ""
     return title[:_TITLE_LIMIT]
 

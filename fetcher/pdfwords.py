@@ -77,6 +77,8 @@ _FRAGMENT = re.compile(r"[^\W\d_]+-\n")
 _COMPOUND_PAIR = re.compile(r"(?<![^\W\d_])(?=([^\W\d_]+-[^\W\d_]+))")
 _TAIL = re.compile(r"(\S*?)([^\W\d_]+)[-\u2010]$")
 _HEAD = re.compile(r"([^\W\d_]+)")
+# Han, kana and full-width punctuation: scripts written without spaces between words.
+_UNSPACED = re.compile("[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _NOTE_NUMBER = re.compile(r"^\s*(?:\d{1,3}|[*†‡§])(?:[.)]\s*|\s+|(?=[^\W\d_]|[\"“‘(]))(?=\S)")
 _URL_CHARS = frozenset("/.:@_=?&#%")
 
@@ -214,4 +216,6 @@ def join_lines(left: str, right: str, words: Words) -> str:
         if words.join_hyphen(*pair):
             return left[:-1] + right
         return left + right
+    if _UNSPACED.match(left[-1]) and _UNSPACED.match(right[0]):
+        return left + right  # Chinese and Japanese put no space between words
     return f"{left} {right}"

@@ -25,7 +25,7 @@ class Text:
     y: float
     text: bytes
     size: float = 10.0
-    rotated: bool = False
+    angle: int = 0  # degrees: 0, 45 or 90
 
 
 def end(x: float, text: bytes, size: float = 10.0) -> float:
@@ -40,7 +40,7 @@ def _escape(text: bytes) -> bytes:
 def _content(items: Sequence[Text]) -> bytes:
     parts = []
     for item in items:
-        matrix = b"0 1 -1 0" if item.rotated else b"1 0 0 1"
+        matrix = {0: b"1 0 0 1", 45: b"0.7071 0.7071 -0.7071 0.7071", 90: b"0 1 -1 0"}[item.angle]
         parts.append(
             b"BT /F1 %.2f Tf %s %.2f %.2f Tm (%s) Tj ET"
             % (item.size, matrix, item.x, item.y, _escape(item.text))

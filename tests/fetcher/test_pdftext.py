@@ -38,7 +38,9 @@ def test_title_comes_from_the_metadata() -> None:
     assert text_of(pdf).title == "Meta"
 
 
-@pytest.mark.parametrize("junk", ["untitled", "report.docx", "Microsoft Word - x.doc", ""])
+@pytest.mark.parametrize(
+    "junk", ["untitled", "Document1", "Slide 1", "report.docx", "Microsoft Word - x.doc", ""]
+)
 def test_title_falls_back_to_the_first_heading(junk: str) -> None:
     pdf = make_pdf([[Text(72, 700, b"Big Heading", 20), *paragraph(660, BODY)]], title=junk)
     result = text_of(pdf)
@@ -133,9 +135,19 @@ def test_a_heading_that_starts_every_page_is_kept() -> None:
 
 
 def test_a_rotated_margin_stamp_is_removed() -> None:
-    page = [Text(30, 300, b"arXiv:2401.00001v1 [cs.CL] 1 Jan 2024", 16, rotated=True)]
+    page = [Text(30, 300, b"arXiv:2401.00001v1 [cs.CL] 1 Jan 2024", 16, angle=90)]
     page += paragraph(700, BODY)
     assert "arXiv" not in text_of(make_pdf([page])).text
+
+
+def test_a_diagonal_watermark_is_removed() -> None:
+    page = [*paragraph(700, BODY), Text(150, 300, b"CONFIDENTIAL DRAFT", 60, angle=45)]
+    assert text_of(make_pdf([page])).text == " ".join(line.decode() for line in BODY)
+
+
+def test_a_turned_line_inside_the_text_is_kept() -> None:
+    page = [*paragraph(700, BODY), Text(200, 500, b"Turned table heading", 10, angle=90)]
+    assert "Turned table heading" in text_of(make_pdf([page])).text
 
 
 def test_a_footnote_moves_to_the_end_without_its_marker() -> None:

@@ -22,6 +22,7 @@ KNOWN = frozenset(["extraction", "so", "many", "free", "well", "known", "coopera
         pytest.param("since 1990-", "2000", "since 1990-2000", id="numbers"),
         pytest.param("a dash -", "then", "a dash - then", id="spaced-dash"),
         pytest.param("no hyphen", "here", "no hyphen here", id="plain"),
+        pytest.param("中文的句子", "继续下去。", "中文的句子继续下去。", id="chinese-no-space"),
     ],
 )
 def test_line_end_hyphen_decisions(left: str, right: str, joined: str) -> None:
