@@ -21,11 +21,12 @@ import collections
 import functools
 import gzip
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from importlib import resources
 
 __all__ = [
     "COMBINING",
+    "WordList",
     "Words",
     "fold_ligatures",
     "join_lines",
@@ -93,11 +94,40 @@ def strip_note_number(text: str) -> str:
     return _NOTE_NUMBER.sub("", text, count=1)
 
 
+class WordList:
+    """A sorted word list, one word a line, searched by bisection in its text.
+
+    A document asks a few dozen words; building a set of 75,000 strings would cost the
+    worker process more than all its lookups (and it reads one document in its life).
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text if text.endswith("\n") else text + "\n"
+
+    def __contains__(self, word: object) -> bool:
+        if not isinstance(word, str) or not word or "\n" in word:
+            return False
+        text = self._text
+        low, high = 0, len(text)
+        while low < high:
+            middle = (low + high) // 2
+            start = text.rfind("\n", 0, middle) + 1
+            end = text.index("\n", middle)
+            line = text[start:end]
+            if line == word:
+                return True
+            if line < word:
+                low = end + 1
+            else:
+                high = start
+        return False
+
+
 @functools.cache
-def word_list() -> frozenset[str]:
-    """The shipped English word list, lower-cased (about 75,000 words; loaded once)."""
+def word_list() -> WordList:
+    """The shipped English word list (about 75,000 lower-cased words; loaded once)."""
     data = resources.files("fetcher").joinpath("data/words.txt.gz").read_bytes()
-    return frozenset(gzip.decompress(data).decode("utf-8").split())
+    return WordList(gzip.decompress(data).decode("utf-8"))
 
 
 class Words:
@@ -108,7 +138,7 @@ class Words:
         known: The word list (defaults to the shipped one, loaded on first need).
     """
 
-    def __init__(self, lines: Iterable[str], known: frozenset[str] | None = None) -> None:
+    def __init__(self, lines: Iterable[str], known: Container[str] | None = None) -> None:
         self._known = known
         # The word before a line-end hyphen is a fragment ("extrac-"): not a word.
         text = _FRAGMENT.sub(" ", "\n".join(lines).lower())

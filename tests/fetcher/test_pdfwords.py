@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
+from importlib import resources
+
 import pytest
 
-from fetcher.pdfwords import Words, fold_ligatures, hyphen_pair, join_lines, strip_note_number
+from fetcher.pdfwords import (
+    WordList,
+    Words,
+    fold_ligatures,
+    hyphen_pair,
+    join_lines,
+    strip_note_number,
+    word_list,
+)
 
 KNOWN = frozenset(["extraction", "so", "many", "free", "well", "known", "cooperate", "co"])
 
@@ -82,3 +93,30 @@ def test_ligatures_fold_to_letters() -> None:
 )
 def test_note_numbers_are_stripped(text: str, stripped: str) -> None:
     assert strip_note_number(text) == stripped
+
+
+@pytest.mark.parametrize(
+    ("word", "known"),
+    [
+        ("apple", True),
+        ("apples", True),
+        ("aardvark", True),
+        ("zulu", True),
+        ("appl", False),
+        ("", False),
+        ("zzzzz", False),
+        ("a\nb", False),
+    ],
+)
+def test_word_list_bisection(word: str, known: bool) -> None:
+    words = WordList("aardvark\napple\napples\nbanana\nzulu\n")
+    assert (word in words) is known
+
+
+def test_the_shipped_list_is_sorted_as_the_bisection_compares() -> None:
+    data = resources.files("fetcher").joinpath("data/words.txt.gz").read_bytes()
+    lines = gzip.decompress(data).decode("utf-8").split("\n")[:-1]
+    assert lines == sorted(set(lines))
+    shipped = word_list()
+    assert all(word in shipped for word in ["hopefully", "colorado", "abbé", "a", lines[-1]])
+    assert "somany" not in shipped
