@@ -104,6 +104,8 @@ class PdfLimits:
             gathered (``None``: read every page). The fetcher passes a few times its page
             budget; the command line reads whole documents.
         max_input_bytes: Refuse larger inputs outright, without starting a worker.
+        max_output_bytes: The most the caller reads of the worker's answer (JSON, text
+            escaped to ASCII); a longer answer is a failure, never cut.
     """
 
     memory_bytes: int = 256 * MIB
@@ -111,3 +113,4 @@ class PdfLimits:
     wall_seconds: float = 8.0
     char_limit: int | None = None
     max_input_bytes: int = 64 * MIB
+    max_output_bytes: int = 16 * MIB

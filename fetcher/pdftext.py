@@ -452,7 +452,11 @@ def read_pdf(data: bytes, *, char_limit: int | None = None) -> PdfResult:
                 f"no text layer on {count} page{'s' if count != 1 else ''} (scanned or images)",
             )
         metadata = document.get_metadata_dict(skip_empty=True)
-        title, text = lay_out(pages, clean_title(metadata.get("Title", "")))
+        try:
+            title, text = lay_out(pages, clean_title(metadata.get("Title", "")))
+        except Exception:  # a layout bug on an odd page must not lose the text
+            title = clean_title(metadata.get("Title", ""))
+            text = "\n".join(line.text for page in pages for line in page.lines)
         return PdfText(
             title=collapse(title)[:_TITLE_LIMIT],
             text=normalize_text(text),

@@ -23,9 +23,11 @@ from __future__ import annotations
 import json
 import os
 import resource
+import selectors
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 from fetcher.pdfresult import PdfFailure, PdfLimits, PdfProblem, PdfResult, PdfText
@@ -37,6 +39,7 @@ _EXIT_MEMORY = 86
 # File descriptors the worker may hold: its three standard ones and a few for Python.
 _WORKER_FILES = 16
 _TITLE_LIMIT = 300
+_PIPE_CHUNK = 1 << 16
 
 
 def _worker_command(limits: PdfLimits) -> list[str]:
@@ -108,14 +111,17 @@ def extract_pdf(data: bytes, limits: PdfLimits | None = None) -> PdfResult:
     # Security
     Rule: a PDF is parsed only in a separate process limited to ``memory_bytes`` of
     address space and ``cpu_seconds`` of CPU, killed after ``wall_seconds``; it cannot
-    write files, open more than a few descriptors or start processes.
+    write files, open more than a few descriptors or start processes; at most
+    ``max_output_bytes`` of its answer are read.
     Threat: a crafted PDF (decompression bomb, parser bug, endless loop) aborting,
     exhausting or stalling the fetcher, or taking over the process that parses it.
     Callers may rely on: this call returns within about ``wall_seconds``, the caller's
-    memory holds at most the input and the worker's checked answer, and a worker crash
-    is a :class:`PdfFailure` value.
-    Proof: tests/fetcher/test_pdfworker.py (decompression bomb refused ``too_large``,
-    endless worker killed ``timeout``, crashing worker ``crashed``, nonsense answers).
+    memory holds at most the input and ``max_output_bytes`` of answer, checked field by
+    field, and a worker crash is a :class:`PdfFailure` value.
+    Proof: tests/fetcher/test_pdfworker.py (decompression bomb refused ``too_large`` below
+    the memory limit and read above it, deadline kill, CPU, file and memory limits in
+    force, answer cap, nonsense answers) and tests/fetcher/test_pdf_quality.py (the
+    corpus's hostile files).
     """
     limits = limits or PdfLimits()
     if len(data) > limits.max_input_bytes:
@@ -123,6 +129,7 @@ def extract_pdf(data: bytes, limits: PdfLimits | None = None) -> PdfResult:
             PdfProblem.TOO_LARGE,
             f"{len(data)} bytes, more than {limits.max_input_bytes >> 20} MiB",
         )
+    started = time.monotonic()
     try:
         worker = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
             _worker_command(limits),
@@ -135,19 +142,71 @@ def extract_pdf(data: bytes, limits: PdfLimits | None = None) -> PdfResult:
         )
     except OSError as exc:
         return _failure(PdfProblem.CRASHED, f"the PDF worker did not start: {exc}")
-    try:
-        output, _ = worker.communicate(data, timeout=limits.wall_seconds)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.communicate()
-        return _failure(PdfProblem.TIMEOUT, f"no answer within {limits.wall_seconds:g} s")
-    except BaseException:
-        worker.kill()
-        worker.wait()
-        raise
+    with worker:
+        try:
+            output = _exchange(worker, data, limits)
+            if isinstance(output, bytes):
+                left = limits.wall_seconds - (time.monotonic() - started)
+                worker.wait(timeout=max(left, 0.0))
+        except subprocess.TimeoutExpired:
+            output = _failure(PdfProblem.TIMEOUT, f"no answer within {limits.wall_seconds:g} s")
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    if isinstance(output, PdfFailure):
+        return output
     if worker.returncode != 0:
         return _exit_failure(worker.returncode, limits)
     return _answer(output)
+
+
+def _exchange(
+    worker: subprocess.Popen[bytes], data: bytes, limits: PdfLimits
+) -> bytes | PdfFailure:
+    """Send the document and collect the answer, within the deadline and the output cap.
+
+    ``communicate()`` would do the same without the cap: a worker gone wrong could fill
+    the caller's memory with output for as long as its CPU time lasts.
+    """
+    if worker.stdin is None or worker.stdout is None:
+        return _failure(PdfProblem.CRASHED, "the PDF worker has no pipes")
+    deadline = time.monotonic() + limits.wall_seconds
+    chunks: list[bytes] = []
+    received = sent = 0
+    view = memoryview(data)
+    with selectors.DefaultSelector() as selector:
+        selector.register(worker.stdout, selectors.EVENT_READ)
+        if data:
+            selector.register(worker.stdin, selectors.EVENT_WRITE)
+        else:
+            worker.stdin.close()
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return _failure(PdfProblem.TIMEOUT, f"no answer within {limits.wall_seconds:g} s")
+            for key, _ in selector.select(left):
+                if key.fileobj is worker.stdin:
+                    try:
+                        sent += os.write(worker.stdin.fileno(), view[sent : sent + _PIPE_CHUNK])
+                    except BrokenPipeError:
+                        sent = len(data)  # the worker stopped reading: its status says why
+                    if sent >= len(data):
+                        selector.unregister(worker.stdin)
+                        worker.stdin.close()
+                    continue
+                chunk = os.read(worker.stdout.fileno(), _PIPE_CHUNK)
+                if not chunk:
+                    selector.unregister(worker.stdout)
+                    continue
+                received += len(chunk)
+                if received > limits.max_output_bytes:
+                    return _failure(
+                        PdfProblem.CRASHED,
+                        f"the PDF worker answered more than {limits.max_output_bytes >> 20} MiB",
+                    )
+                chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _limit_self(memory_bytes: int, cpu_seconds: int) -> None:

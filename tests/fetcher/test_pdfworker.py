@@ -73,6 +73,22 @@ def test_input_over_the_limit_is_refused_before_any_worker(
 
 
 @pytest.mark.parametrize(
+    ("cap", "problem"),
+    [
+        pytest.param(1 << 20, None, id="answer-within-the-cap"),
+        pytest.param(40, PdfProblem.CRASHED, id="answer-over-the-cap"),
+    ],
+)
+def test_the_answer_is_read_up_to_a_cap(cap: int, problem: PdfProblem | None) -> None:
+    result = extract_pdf(SIMPLE, PdfLimits(max_output_bytes=cap))
+    if problem is None:
+        assert isinstance(result, PdfText)
+    else:
+        assert isinstance(result, PdfFailure)
+        assert result.problem is problem
+
+
+@pytest.mark.parametrize(
     ("status", "problem"),
     [
         pytest.param(-signal.SIGXCPU, PdfProblem.TIMEOUT, id="cpu-soft-limit"),
