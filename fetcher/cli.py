@@ -20,9 +20,11 @@ from typing import Any
 from fetcher.crawl import crawl
 from fetcher.download import Downloader
 from fetcher.errors import HopError
-from fetcher.extract import read_document
+from fetcher.extract import PAGE_TEXT_LIMIT, Document, cut, read_document
 from fetcher.guard import check_answers, lookup, parse_address
 from fetcher.outcome import Downloaded, Outcome
+from fetcher.pdfresult import PdfFailure, PdfLimits, is_pdf
+from fetcher.pdfworker import extract_pdf
 from fetcher.policy import Policy
 from fetcher.report import Report
 from fetcher.resolver import IPAddress, Resolver, StaticResolver, SystemResolver
@@ -78,8 +80,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     get.add_argument("--allow-host", action="append", required=True, metavar="HOST")
     get.add_argument("url", metavar="URL")
 
-    text = commands.add_parser("text", help="print the text the reader makes of saved HTML")
+    text = commands.add_parser(
+        "text", help="print the text the reader makes of saved HTML or PDF files"
+    )
     text.add_argument("--json", action="store_true", help="one JSON object per file")
+    text.add_argument(
+        "--full", action="store_true", help="PDFs: the whole text, not cut to the page budget"
+    )
     text.add_argument("--url", default="https://localhost/", help="the page's address")
     text.add_argument("files", nargs="+", metavar="FILE", type=Path)
 
@@ -214,10 +221,26 @@ async def _get(args: argparse.Namespace) -> int:
 
 
 def _text(args: argparse.Namespace) -> int:
+    failed = False
     for path in args.files:
-        document = read_document(
-            path.read_bytes(), content_type="text/html", charset=None, url=args.url
-        )
+        body = path.read_bytes()
+        if is_pdf(body):  # by content, whatever the file is called
+            result = extract_pdf(
+                body, PdfLimits(char_limit=None if args.full else 4 * PAGE_TEXT_LIMIT)
+            )
+            if isinstance(result, PdfFailure):
+                failed = True
+                if args.json:
+                    _print_json(
+                        {"file": str(path), "reason": str(result.problem), "detail": result.detail}
+                    )
+                else:
+                    sys.stderr.write(f"{path}: {result.problem} ({result.detail})\n")
+                continue
+            text = result.text if args.full else cut(result.text, PAGE_TEXT_LIMIT)
+            document = Document(title=result.title, text=text, links=())
+        else:
+            document = read_document(body, content_type="text/html", charset=None, url=args.url)
         if args.json:
             _print_json(
                 {
@@ -229,7 +252,7 @@ def _text(args: argparse.Namespace) -> int:
             )
         else:
             sys.stdout.write(document.text + "\n")
-    return EXIT_OK
+    return EXIT_REFUSED if failed else EXIT_OK
 
 
 async def _read(args: argparse.Namespace) -> int:

@@ -12,8 +12,6 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING
 
-from lxml import etree
-
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
@@ -166,6 +164,10 @@ def plain_text(root: HtmlElement) -> str:
     body = root.find("body")
     start = body if body is not None else root
     parts: list[str] = []
+    # Imported here: the PDF worker process uses this module's normalisation and would
+    # otherwise load lxml for nothing, on every document it reads.
+    from lxml import etree  # noqa: PLC0415
+
     for event, element in etree.iterwalk(start, events=("start", "end")):
         tag = element.tag if isinstance(element.tag, str) else None
         if event == "start":

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.fetcher.pdfmaker import Text, make_pdf
+
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -79,6 +81,30 @@ def test_text_prints_the_reader_output_of_saved_files(tmp_path: Path) -> None:
     plain = run("text", str(page))
     assert plain.returncode == 0
     assert "Body text." in plain.stdout
+
+
+def test_text_reads_pdfs_by_their_content(tmp_path: Path) -> None:
+    # A PDF named .html, and HTML named .pdf: the content decides.
+    pdf = tmp_path / "saved.html"
+    pdf.write_bytes(make_pdf([[Text(72, 600, b"Text of a PDF.")]], title="A PDF"))
+    html = tmp_path / "saved.pdf"
+    html.write_text("<title>Saved page</title><p>Body text.</p>", encoding="utf-8")
+    done = run("text", "--json", str(pdf), str(html))
+    assert done.returncode == 0
+    first, second = (json.loads(line) for line in done.stdout.splitlines())
+    assert first == {"file": str(pdf), "title": "A PDF", "text": "Text of a PDF.", "links": []}
+    assert second["title"] == "Saved page"
+
+
+def test_text_reports_an_unreadable_pdf(tmp_path: Path) -> None:
+    scanned = tmp_path / "scan.pdf"
+    scanned.write_bytes(make_pdf([[]]))
+    done = run("text", "--json", str(scanned))
+    assert done.returncode == 3
+    assert json.loads(done.stdout)["reason"] == "no_text"
+    plain = run("text", str(scanned))
+    assert plain.returncode == 3
+    assert "no_text" in plain.stderr
 
 
 def test_text_names_a_missing_file(tmp_path: Path) -> None:

@@ -1,0 +1,249 @@
+"""Reads a PDF in a process of its own, within memory, CPU-time and wall-clock limits.
+
+PDFium is native code reading whatever a web server sent. It aborts its whole process
+when an allocation fails, and a crafted file can make it work for a long time. So the
+fetcher never loads it: :func:`extract_pdf` starts a fresh worker process
+(``python -I -m fetcher.pdfworker``) for each document, which limits itself before it
+reads a byte of the document, and is killed when it runs past its deadline::
+
+    caller ──PDF bytes on stdin──▶ worker: setrlimit(AS, CPU, CORE, FSIZE, NOFILE, NPROC)
+                                           read_pdf() (fetcher.pdftext, PDFium)
+           ◀──one JSON object on stdout──  exit 0
+    exit by SIGXCPU/SIGKILL (CPU) ─▶ timeout     abort/MemoryError (memory) ─▶ too_large
+    no answer by the deadline ─▶ killed, timeout  anything else ─▶ crashed
+
+One process per document costs a Python start-up (tens of milliseconds) and buys a clean
+slate: no state, no leaked memory and no half-broken library carried from one hostile file
+to the next. The answer is checked field by field as untrusted input, since the worker
+read hostile bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from fetcher.pdfresult import PdfFailure, PdfLimits, PdfProblem, PdfResult, PdfText
+
+__all__ = ["extract_pdf"]
+
+# The worker's exit status when Python itself ran out of memory (PDFium aborts instead).
+_EXIT_MEMORY = 86
+# File descriptors the worker may hold: its three standard ones and a few for Python.
+_WORKER_FILES = 16
+_TITLE_LIMIT = 300
+_PIPE_CHUNK = 1 << 16
+
+
+def _worker_command(limits: PdfLimits) -> list[str]:
+    return [
+        sys.executable,
+        "-I",  # no PYTHON* variables, no user site, no current directory on the path
+        "-m",
+        "fetcher.pdfworker",
+        str(limits.memory_bytes),
+        str(limits.cpu_seconds),
+        str(limits.char_limit or 0),
+    ]
+
+
+def _failure(problem: PdfProblem, detail: str) -> PdfFailure:
+    return PdfFailure(problem, detail)
+
+
+def _answer(output: bytes) -> PdfResult:
+    """Check the worker's answer field by field: it is untrusted input."""
+    try:
+        value: Any = json.loads(output)
+    except (ValueError, UnicodeDecodeError):
+        return _failure(PdfProblem.CRASHED, "the PDF worker gave no readable answer")
+    if not isinstance(value, dict):
+        return _failure(PdfProblem.CRASHED, "the PDF worker gave no readable answer")
+    problem = value.get("problem")
+    if problem is not None:
+        detail = value.get("detail")
+        if problem not in set(PdfProblem) or not isinstance(detail, str):
+            return _failure(PdfProblem.CRASHED, "the PDF worker gave no readable answer")
+        return _failure(PdfProblem(problem), detail[:_TITLE_LIMIT])
+    title, text = value.get("title"), value.get("text")
+    pages, pages_read = value.get("pages"), value.get("pages_read")
+    if not (
+        isinstance(title, str)
+        and isinstance(text, str)
+        and type(pages) is int
+        and type(pages_read) is int
+        and 0 <= pages_read <= pages
+    ):
+        return _failure(PdfProblem.CRASHED, "the PDF worker gave no readable answer")
+    return PdfText(title=title[:_TITLE_LIMIT], text=text, pages=pages, pages_read=pages_read)
+
+
+def _exit_failure(returncode: int, limits: PdfLimits) -> PdfFailure:
+    if returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        return _failure(PdfProblem.TIMEOUT, f"more than {limits.cpu_seconds} s of CPU time")
+    if returncode in (-signal.SIGABRT, _EXIT_MEMORY):
+        return _failure(
+            PdfProblem.TOO_LARGE, f"more than {limits.memory_bytes >> 20} MiB of memory"
+        )
+    return _failure(PdfProblem.CRASHED, f"the PDF worker stopped (status {returncode})")
+
+
+def extract_pdf(data: bytes, limits: PdfLimits | None = None) -> PdfResult:
+    """Read a PDF's title and text in a limited worker process.
+
+    Args:
+        data: The whole PDF file.
+        limits: Memory, CPU and wall-clock limits (defaults: :class:`PdfLimits`).
+
+    Returns:
+        The text (see :class:`PdfText`) or why there is none: the document's own problem
+        (no text layer, a password, truncated, damaged) or a limit it ran into
+        (``too_large`` for memory or input size, ``timeout`` for CPU or wall-clock time).
+        Never raises for anything the document does.
+
+    # Security
+    Rule: a PDF is parsed only in a separate process limited to ``memory_bytes`` of
+    address space and ``cpu_seconds`` of CPU, killed after ``wall_seconds``; it cannot
+    write files, open more than a few descriptors or start processes; at most
+    ``max_output_bytes`` of its answer are read.
+    Threat: a crafted PDF (decompression bomb, parser bug, endless loop) aborting,
+    exhausting or stalling the fetcher, or taking over the process that parses it.
+    Callers may rely on: this call returns within about ``wall_seconds``, the caller's
+    memory holds at most the input and ``max_output_bytes`` of answer, checked field by
+    field, and a worker crash is a :class:`PdfFailure` value.
+    Proof: tests/fetcher/test_pdfworker.py (decompression bomb refused ``too_large`` below
+    the memory limit and read above it, deadline kill, CPU, file and memory limits in
+    force, answer cap, nonsense answers) and tests/fetcher/test_pdf_quality.py (the
+    corpus's hostile files).
+    """
+    limits = limits or PdfLimits()
+    if len(data) > limits.max_input_bytes:
+        return _failure(
+            PdfProblem.TOO_LARGE,
+            f"{len(data)} bytes, more than {limits.max_input_bytes >> 20} MiB",
+        )
+    started = time.monotonic()
+    try:
+        worker = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
+            _worker_command(limits),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            start_new_session=True,  # a terminal's Ctrl-C goes to the caller only
+            env={"LC_ALL": "C.UTF-8"},
+        )
+    except OSError as exc:
+        return _failure(PdfProblem.CRASHED, f"the PDF worker did not start: {exc}")
+    with worker:
+        try:
+            output = _exchange(worker, data, limits)
+            if isinstance(output, bytes):
+                left = limits.wall_seconds - (time.monotonic() - started)
+                worker.wait(timeout=max(left, 0.0))
+        except subprocess.TimeoutExpired:
+            output = _failure(PdfProblem.TIMEOUT, f"no answer within {limits.wall_seconds:g} s")
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    if isinstance(output, PdfFailure):
+        return output
+    if worker.returncode != 0:
+        return _exit_failure(worker.returncode, limits)
+    return _answer(output)
+
+
+def _exchange(
+    worker: subprocess.Popen[bytes], data: bytes, limits: PdfLimits
+) -> bytes | PdfFailure:
+    """Send the document and collect the answer, within the deadline and the output cap.
+
+    ``communicate()`` would do the same without the cap: a worker gone wrong could fill
+    the caller's memory with output for as long as its CPU time lasts.
+    """
+    if worker.stdin is None or worker.stdout is None:
+        return _failure(PdfProblem.CRASHED, "the PDF worker has no pipes")
+    deadline = time.monotonic() + limits.wall_seconds
+    chunks: list[bytes] = []
+    received = sent = 0
+    view = memoryview(data)
+    with selectors.DefaultSelector() as selector:
+        selector.register(worker.stdout, selectors.EVENT_READ)
+        if data:
+            selector.register(worker.stdin, selectors.EVENT_WRITE)
+        else:
+            worker.stdin.close()
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return _failure(PdfProblem.TIMEOUT, f"no answer within {limits.wall_seconds:g} s")
+            for key, _ in selector.select(left):
+                if key.fileobj is worker.stdin:
+                    try:
+                        sent += os.write(worker.stdin.fileno(), view[sent : sent + _PIPE_CHUNK])
+                    except BrokenPipeError:
+                        sent = len(data)  # the worker stopped reading: its status says why
+                    if sent >= len(data):
+                        selector.unregister(worker.stdin)
+                        worker.stdin.close()
+                    continue
+                chunk = os.read(worker.stdout.fileno(), _PIPE_CHUNK)
+                if not chunk:
+                    selector.unregister(worker.stdout)
+                    continue
+                received += len(chunk)
+                if received > limits.max_output_bytes:
+                    return _failure(
+                        PdfProblem.CRASHED,
+                        f"the PDF worker answered more than {limits.max_output_bytes >> 20} MiB",
+                    )
+                chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _limit_self(memory_bytes: int, cpu_seconds: int) -> None:
+    """Apply the worker's limits to its own process, before it reads the document."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    # SIGXCPU at the soft limit ends the process; SIGKILL one second later if it did not.
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_WORKER_FILES, _WORKER_FILES))
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+
+def _serve(argv: list[str]) -> int:
+    """The worker's side: limits, then one document from stdin, one answer to stdout."""
+    memory_bytes, cpu_seconds, char_limit = (int(arg) for arg in argv)
+    _limit_self(memory_bytes, cpu_seconds)
+    from fetcher.pdftext import read_pdf  # noqa: PLC0415 - only the worker loads PDFium
+
+    data = sys.stdin.buffer.read()
+    try:
+        result = read_pdf(data, char_limit=char_limit or None)
+    except MemoryError:
+        os._exit(_EXIT_MEMORY)
+    if isinstance(result, PdfText):
+        answer: dict[str, object] = {
+            "title": result.title,
+            "text": result.text,
+            "pages": result.pages,
+            "pages_read": result.pages_read,
+        }
+    else:
+        answer = {"problem": str(result.problem), "detail": result.detail}
+    sys.stdout.write(json.dumps(answer, ensure_ascii=True))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_serve(sys.argv[1:]))
