@@ -25,7 +25,7 @@ from fetcher.guard import check_answers, lookup, parse_address
 from fetcher.outcome import Downloaded, Outcome
 from fetcher.policy import Policy
 from fetcher.report import Report
-from fetcher.resolver import IPAddress, Resolver, StaticResolver, SystemResolver
+from fetcher.resolver import DnsResolver, IPAddress, Resolver, StaticResolver
 from fetcher.urls import Refused, normalise_host
 
 EXIT_OK = 0
@@ -199,7 +199,7 @@ async def _check(args: argparse.Namespace) -> int:
     table: dict[str, list[IPAddress]] = {}
     for name, address in args.resolve:
         table.setdefault(name, []).append(address)
-    resolver = StaticResolver(table, fallback=SystemResolver())
+    resolver = StaticResolver(table, fallback=DnsResolver())
     results = await check_urls(args.urls, resolver=resolver, policy=Policy())
     for result in results:
         _print_json(result)

@@ -93,7 +93,7 @@ def fetch_record(hop: HopRecord, *, request_id: str, now: float) -> FetchRecord:
     return {
         "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "url": loggable_address(hop.url),
-        "ip": str(hop.resolved_ip) if hop.resolved_ip is not None else None,
+        "ip": str(ip) if (ip := hop.resolved_ip or hop.refused_ip) is not None else None,
         "status": hop.status,
         "bytes": hop.bytes,
         "ms": hop.elapsed_ms,
