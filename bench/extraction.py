@@ -19,7 +19,7 @@ from pathlib import Path
 
 import inscriptis
 
-from bench.corpus import CORPUS_ROOT, Page, budget_recall, load_pages
+from testkit.corpus import CORPUS_ROOT, Page, budget_recall, load_pages
 from fetcher.extract import read_document
 
 __all__ = ["main", "measure"]

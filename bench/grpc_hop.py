@@ -39,7 +39,7 @@ from fetcher.resolver import StaticResolver
 from fetcher.server import FetcherServer, crawl_reader
 from fetcher.service import Reader
 from fetcher.settings import Settings, parse_listen
-from tests.support.origin import Origin, html
+from testkit.origin import Origin, html
 
 PAGES = 20
 ROUNDS = 7

@@ -26,3 +26,4 @@ class Reason(enum.StrEnum):
     CONTENT_TYPE = "content_type"  # not text/html, text/plain or text/markdown
     HTTP_STATUS = "http_status"  # a status that is neither success nor a redirect
     REDIRECTS = "redirects"  # more redirects than allowed
+    INTERNAL = "internal"  # the fetcher failed on this page (a bug, logged); never the web

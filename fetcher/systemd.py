@@ -26,7 +26,7 @@ def systemd_listeners(
     Only when ``LISTEN_PID`` names this process: a child that inherited the variables
     must not adopt descriptors meant for its parent. Adopted descriptors are made
     non-inheritable (render workers never hold them). Proved by
-    ``tests/fetcher/test_systemd.py::test_systemd_listeners_adopt_passed_sockets_only_for_this_process``.
+    ``tests/fetcher/test_metrics.py::test_systemd_listeners_adopt_passed_sockets_only_for_this_process``.
     """
     if environ.get("LISTEN_PID") != str(os.getpid()):
         return []

@@ -24,7 +24,7 @@ from fetcher.resolver import StaticResolver
 from fetcher.transport import PinnedBackend
 from fetcher.urls import Address
 from tests.support.fixtures import DownloaderFactory, policy_for
-from tests.support.origin import Origin, Reply, html, redirect
+from testkit.origin import Origin, Reply, html, redirect
 
 LOOPBACK = IPv4Address("127.0.0.1")
 
