@@ -17,7 +17,7 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
-from fetcher.crawl import crawl
+from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader
 from fetcher.errors import HopError
 from fetcher.extract import read_document
@@ -27,6 +27,7 @@ from fetcher.policy import Policy
 from fetcher.report import Report
 from fetcher.resolver import DnsResolver, IPAddress, Resolver, StaticResolver
 from fetcher.urls import Refused, normalise_host
+from fetcher.workers import WorkerPool
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -233,13 +234,15 @@ def _text(args: argparse.Namespace) -> int:
 
 
 async def _read(args: argparse.Namespace) -> int:
-    async with Downloader() as downloader:
-        report = await crawl(
-            args.url,
-            allowed_hosts=args.allow_host,
-            downloader=downloader,
-            page_limit=max(1, min(args.pages, 6)),
-        )
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    try:
+        async with Downloader() as downloader:
+            read = Crawler(downloader=downloader, pool=pool)
+            report = await read(
+                args.url, allowed_hosts=args.allow_host, page_limit=max(1, min(args.pages, 6))
+            )
+    finally:
+        pool.close()
     if args.json:
         _print_json(report_json(report))
     else:

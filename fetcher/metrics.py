@@ -18,6 +18,7 @@ such a socket with uvicorn, or, in development, on a loopback port of its own.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import socket
 from collections.abc import Iterator
@@ -206,11 +207,13 @@ MAX_REQUEST_HEAD = 8192
 class MetricsEndpoint:
     """``GET /metrics`` served by prometheus_client's ASGI app on uvicorn.
 
-    The listener is opened elsewhere: by systemd (``fetcher-metrics.socket``), or by
-    :func:`bind_metrics_listener` in development.
+    The listeners are opened elsewhere: by systemd (``fetcher-metrics.socket``), or by
+    :func:`bind_metrics_listener` in development. While it serves, uvicorn holds SIGTERM
+    and SIGINT; on one it stops, puts the previous handlers back and raises the signal
+    again (uvicorn's documented behaviour), so the fetcher's own shutdown follows.
     """
 
-    def __init__(self, registry: CollectorRegistry, listener: socket.socket) -> None:
+    def __init__(self, registry: CollectorRegistry, listeners: list[socket.socket]) -> None:
         """Prepares the server; nothing is served until :meth:`start`.
 
         # Security
@@ -230,17 +233,25 @@ class MetricsEndpoint:
             limit_concurrency=MAX_CONNECTIONS,
             h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
         )
-        config.load()
         self._server = uvicorn.Server(config)
-        self._listener = listener
+        self._listeners = listeners
+        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Starts answering on the listener."""
-        await self._server.startup(sockets=[self._listener])
+        """Starts answering on the listeners."""
+        self._task = asyncio.create_task(self._server.serve(sockets=self._listeners))
+        while not self._server.started and not self._task.done():
+            await asyncio.sleep(0.01)
+        if self._task.done():
+            self._task.result()  # start-up failed: say why
 
     async def stop(self) -> None:
         """Stops answering and closes the connections."""
-        await self._server.shutdown(sockets=[self._listener])
+        if self._task is None:
+            return
+        self._server.should_exit = True
+        await self._task
+        self._task = None
 
 
 def bind_metrics_listener(target: str) -> socket.socket:

@@ -291,17 +291,15 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
     listeners = systemd_listeners(environ)
     if settings.metrics_listen:
         listeners.append(bind_metrics_listener(settings.metrics_listen))
-    endpoints = [MetricsEndpoint(metrics.registry, listener) for listener in listeners]
+    endpoint = MetricsEndpoint(metrics.registry, listeners) if listeners else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    started: list[MetricsEndpoint] = []
     try:
         await server.start()
-        for endpoint in endpoints:
+        if endpoint is not None:
             await endpoint.start()
-            started.append(endpoint)
         for line in describe(settings):
             logger.info("setting %s", line)
         logger.info("serving on %s", ", ".join(server.ports))
@@ -313,7 +311,7 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
         )
         await server.stop()
     finally:
-        for endpoint in started:
+        if endpoint is not None:
             await endpoint.stop()
         await downloader.aclose()
         pool.close()
