@@ -15,7 +15,9 @@ import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -28,10 +30,13 @@ from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.resolver import StaticResolver
 from fetcher.crawl import Crawler
-from fetcher.resolver import Resolver
-from fetcher.server import FetcherServer, hop_observer
+from fetcher.resolver import DnsResolver, Resolver
+from fetcher.server import SERVICE_NAME, FetcherServer, hop_observer
 from fetcher.workers import WorkerPool
+from testkit import tasks
 from testkit.fetcher import running_fetcher, unix_settings
+from testkit.dns import running_dns
+from testkit.hostile import nested_landmarks
 from testkit.origin import NAMES, Origin, Reply, html, redirect
 
 EXTRA_NAMES = {
@@ -300,3 +305,165 @@ async def test_failed_link_gets_its_own_line_and_the_rest_is_read(
             depth=1,
         ),
     )
+
+
+async def test_refusal_details_never_carry_resolved_addresses(
+    origin: Origin, fetcher: Fetcher
+) -> None:
+    """Issue 15 item C: private.test resolves to 10.0.0.7; only the fetch log may say so."""
+    origin.routes["/go"] = redirect(f"https://private.test:{origin.port}/")
+    direct = await fetcher.client.read(
+        f"https://private.test:{origin.port}/", allowed_hosts={"private.test"}, page_limit=1
+    )
+    redirected = await fetcher.client.read(
+        origin.url("/go"), allowed_hosts={"origin.test"}, page_limit=1
+    )
+    for report in (direct, redirected):
+        (failure,) = report.failures
+        assert failure.reason is Reason.NOT_PUBLIC
+        assert "private.test" in failure.detail
+        assert "10.0.0.7" not in failure.detail
+    refused = [r for r in fetcher.records() if r["reason"] == "not_public"]
+    assert [r["ip"] for r in refused] == ["10.0.0.7", "10.0.0.7"]
+
+
+async def test_a_megabyte_long_link_does_not_fail_the_read(
+    origin: Origin,
+    sock_dir: Path,
+    test_policy: Policy,
+    client_ssl_context: ssl.SSLContext,
+    render_pool: WorkerPool,
+) -> None:
+    """Issue 15 item D: the start page is read and the report fits in one message."""
+    long_link = "/" + "x" * 1_200_000
+    origin.routes["/"] = html(
+        f'<title>Start</title><main><p>Text.</p><a href="{long_link}">long</a>'
+        '<a href="/a">a</a></main>'
+    )
+    origin.routes["/a"] = page("A")
+    async with wired_fetcher(
+        sock_dir, test_policy, client_ssl_context, render_pool, max_bytes=2 * 1024 * 1024
+    ) as running:
+        report = await running.client.read(
+            origin.url("/"), allowed_hosts={"origin.test"}, page_limit=6
+        )
+        streamed = [
+            item
+            async for item in running.client.read_stream(
+                origin.url("/"), allowed_hosts={"origin.test"}, page_limit=6
+            )
+        ]
+    assert [p.title for p in report.pages] == ["Start", "A"]
+    assert isinstance(streamed[-1], Report)
+    assert [p.title for p in streamed[-1].pages] == ["Start", "A"]
+
+
+async def test_a_read_beside_five_hostile_ones_succeeds(
+    origin: Origin,
+    sock_dir: Path,
+    test_policy: Policy,
+    client_ssl_context: ssl.SSLContext,
+    render_pool: WorkerPool,
+) -> None:
+    """Issue 15 item A: hostile pages are read (or cut) within their limits in the render
+    workers, and a legitimate read beside five of them still gets its page."""
+    origin.routes["/hostile"] = Reply(
+        headers=(("Content-Type", "text/html"),), body=nested_landmarks()
+    )
+    site(origin)
+    async with wired_fetcher(
+        sock_dir, test_policy, client_ssl_context, render_pool, max_bytes=3 * 1024 * 1024
+    ) as running:
+        hostile = [
+            asyncio.create_task(
+                running.client.read(
+                    origin.url("/hostile"), allowed_hosts={"origin.test"}, page_limit=1
+                )
+            )
+            for _ in range(5)
+        ]
+        while render_pool.busy == 0:
+            await asyncio.sleep(0.01)
+        legitimate = await running.client.read(
+            origin.url("/"), allowed_hosts={"origin.test"}, page_limit=1
+        )
+        reports = await asyncio.gather(*hostile)
+    assert [p.title for p in legitimate.pages] == ["Start"]
+    for report in reports:
+        # Read within the limits, or cut at one of them: never a failed call.
+        read = [p.title for p in report.pages] == ["Hostile"]
+        cut = [f.reason for f in report.failures] in ([Reason.TIMEOUT], [Reason.TOO_LARGE])
+        assert read or cut, report
+
+
+async def test_health_shows_a_saturated_render_pool(
+    sock_dir: Path, render_pool: WorkerPool, tmp_path: Path
+) -> None:
+    """The service's health name is NOT_SERVING while every worker is busy and as many
+    pages again wait; the overall name stays SERVING."""
+
+    async def never(*args: object, **kwargs: object) -> Report:
+        raise AssertionError("no read in this test")
+
+    settings = unix_settings(sock_dir)
+    async with (
+        running_fetcher(settings, never, pool=render_pool),
+        grpc.aio.insecure_channel(settings.listen[0].target) as channel,
+    ):
+        stub = health_pb2_grpc.HealthStub(channel)
+
+        async def status(service: str) -> int:
+            request = health_pb2.HealthCheckRequest(service=service)
+            return int((await stub.Check(request, timeout=2)).status)
+
+        busy = [
+            asyncio.create_task(render_pool.run(tasks.tick, str(tmp_path / f"t{n}"), 3.0))
+            for n in range(4)
+        ]
+        serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+        while await status(SERVICE_NAME) != not_serving:
+            await asyncio.sleep(0.05)
+        assert await status("") == serving
+        await asyncio.gather(*busy)
+        while await status(SERVICE_NAME) != serving:
+            await asyncio.sleep(0.05)
+
+
+async def test_reads_of_names_that_never_resolve_delay_only_themselves(
+    origin: Origin,
+    sock_dir: Path,
+    test_policy: Policy,
+    client_ssl_context: ssl.SSLContext,
+    render_pool: WorkerPool,
+) -> None:
+    """Issue 15 item B: eight reads stuck in DNS; a read of a good name still succeeds,
+    and the service stops without waiting for the stuck lookups."""
+    site(origin)
+    async with running_dns({"origin.test": ["127.0.0.1"]}) as dns:
+        resolver = DnsResolver(nameservers=[dns.address], timeout=30.0)
+        try:
+            async with wired_fetcher(
+                sock_dir, test_policy, client_ssl_context, render_pool, resolver=resolver
+            ) as running:
+                hung = [
+                    asyncio.create_task(
+                        running.client.read(
+                            f"https://hung{n}.test:{origin.port}/",
+                            allowed_hosts={f"hung{n}.test"},
+                            page_limit=1,
+                        )
+                    )
+                    for n in range(8)
+                ]
+                while len({name for name in dns.queries if name.startswith("hung")}) < 8:
+                    await asyncio.sleep(0.01)
+                good = await running.client.read(
+                    origin.url("/"), allowed_hosts={"origin.test"}, page_limit=1
+                )
+                assert [p.title for p in good.pages] == ["Start"]
+                assert not any(task.done() for task in hung)
+            # The service has stopped: the stuck reads ended with it (no report came).
+            results = await asyncio.gather(*hung, return_exceptions=True)
+            assert all(isinstance(result, BaseException) for result in results)
+        finally:
+            await resolver.aclose()
