@@ -83,7 +83,7 @@ async def wired_fetcher(
         settings = unix_settings(sock_dir, shutdown_grace_seconds=1.0)
         reader = Crawler(downloader=downloader, pool=pool)
         async with running_fetcher(settings, reader, metrics=metrics, pool=pool) as server:
-            client = FetcherClient(settings.listen[0].target, timeout=10)
+            client = FetcherClient(settings.listen[0].target)  # the production deadline
             try:
                 yield Fetcher(server, client, log)
             finally:
