@@ -27,13 +27,20 @@ run: $(STAMP)
 	trap 'kill $$fetcher 2>/dev/null; wait $$fetcher 2>/dev/null' EXIT INT TERM; \
 	TIGRESS_FETCHER=unix:run/fetcher.sock $(BIN)/python -m gateway
 
+# Branch coverage of both packages is printed after the tests; fetcher/ must keep at least
+# FETCHER_COVERAGE percent (the level reached by issue 15; raise it, never lower it).
+FETCHER_COVERAGE := 0
+
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --cov=fetcher --cov=gateway --cov-report=term:skip-covered $(PYTEST_ARGS)
+	$(BIN)/python -m coverage report --include='fetcher/*' --fail-under=$(FETCHER_COVERAGE) \
+	  --format=total >/dev/null || { echo "fetcher/ coverage is below $(FETCHER_COVERAGE)%" >&2; exit 1; }
+	@echo "fetcher/ branch coverage: $$($(BIN)/python -m coverage report --include='fetcher/*' --format=total)% (gate $(FETCHER_COVERAGE)%)"
 
 lint: $(STAMP)
-	$(BIN)/ruff check fetcher gateway tests bench
-	$(BIN)/ruff format --check fetcher gateway tests bench
-	$(BIN)/mypy fetcher gateway tests bench
+	$(BIN)/ruff check fetcher gateway tests bench testkit
+	$(BIN)/ruff format --check fetcher gateway tests bench testkit
+	$(BIN)/mypy fetcher gateway tests bench testkit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH)
@@ -50,4 +57,4 @@ proto: $(STAMP)
 	  proto/tigress/fetcher/v1/fetcher.proto
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage

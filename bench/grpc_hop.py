@@ -32,14 +32,14 @@ import trustme
 from prometheus_client import CollectorRegistry
 
 from fetcher.client import FetcherClient
+from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader
 from fetcher.metrics import Metrics
 from fetcher.policy import Policy
 from fetcher.resolver import StaticResolver
-from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.server import FetcherServer
-from fetcher.workers import WorkerPool
 from fetcher.settings import Settings, parse_listen
+from fetcher.workers import WorkerPool
 from testkit.origin import Origin, html
 
 PAGES = 20

@@ -9,9 +9,9 @@ survives when that parse accepts it under the page's ports (443, or the page's o
 production pages are on 443 only, test origins are not), its address is at most
 :data:`MAX_LINK_LENGTH` characters, and its host is on the same site as the start page.
 Links are deduplicated and capped at :data:`MAX_LINKS`, main-content links first (inside
-``main``/``article``/``[role=main]``), then the rest of the body, then navigation, headers, footers and sidebars. Links to files the
-reader cannot read (images, media, archives, fonts, office documents) are skipped so they do
-not take places among the 24.
+``main``/``article``/``[role=main]``), then the rest of the body, then navigation, headers,
+footers and sidebars. Links to files the reader cannot read (images, media, archives, fonts,
+office documents) are skipped so they do not take places among the 24.
 
 "Same site" means the same registrable domain (eTLD+1) under the Public Suffix List shipped by
 ``publicsuffixlist``, private section included: ``a.github.io`` and ``b.github.io`` are different

@@ -222,7 +222,8 @@ class MetricsEndpoint:
         server header. A request head over 8 KiB is refused and at most 16 connections
         are held at once, so a client cannot grow the fetcher's memory; the listener is
         reachable from loopback only (the socket unit's ``IPAddressAllow=localhost``).
-        Proved by ``tests/fetcher/test_metrics.py::test_metrics_endpoint_refuses_an_oversized_request``.
+        Proved by ``tests/fetcher/test_metrics.py``
+        (``test_metrics_endpoint_refuses_an_oversized_request``).
         """
         config = uvicorn.Config(
             prometheus_client.make_asgi_app(registry),
@@ -240,7 +241,8 @@ class MetricsEndpoint:
     async def start(self) -> None:
         """Starts answering on the listeners."""
         self._task = asyncio.create_task(self._server.serve(sockets=self._listeners))
-        while not self._server.started and not self._task.done():
+        # uvicorn says it has started through a flag, not an event.
+        while not self._server.started and not self._task.done():  # noqa: ASYNC110
             await asyncio.sleep(0.01)
         if self._task.done():
             self._task.result()  # start-up failed: say why

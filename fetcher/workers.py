@@ -30,6 +30,7 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import math
 import multiprocessing
 import os
@@ -88,13 +89,13 @@ def _start_worker(memory_bytes: int) -> None:
         os.nice(5)
 
 
-def _within_cpu(cpu_seconds: int, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Runs in the worker: ``function`` with ``cpu_seconds`` more of CPU than used so far."""
+def _within_cpu(cpu_seconds: int, work: Callable[[], T]) -> T:
+    """Runs in the worker: ``work`` with ``cpu_seconds`` more of CPU than used so far."""
     used = time.process_time()
     soft = math.ceil(used + cpu_seconds)
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
     resource.prlimit(0, resource.RLIMIT_CPU, (soft, hard))
-    return function(*args, **kwargs)
+    return work()
 
 
 class WorkerPool:
@@ -186,13 +187,9 @@ class WorkerPool:
         self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs
     ) -> T | Stopped:
         try:
+            work = functools.partial(function, *args, **kwargs)
             future = self._pool.submit(
-                _within_cpu,
-                self.limits.wall_seconds,
-                self.limits.cpu_seconds,
-                function,
-                *args,
-                **kwargs,
+                _within_cpu, self.limits.wall_seconds, self.limits.cpu_seconds, work
             )
             return await asyncio.wrap_future(future)
         except TimeoutError:
@@ -213,5 +210,5 @@ class WorkerPool:
     def close(self) -> None:
         """Stops every worker now (tasks still running are cancelled)."""
         self._closed = True
-        self._pool.stop()
+        self._pool.stop()  # type: ignore[no-untyped-call]
         self._pool.join(timeout=5)

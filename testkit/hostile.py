@@ -11,7 +11,7 @@ TWO_MIB = 2 * 1024 * 1024
 
 
 def nested_landmarks(*, depth: int = 2000, size: int = TWO_MIB) -> bytes:
-    """``depth`` nested ``<nav>`` (and ``<main>``) around same-site links, ``size`` bytes at most."""
+    """``depth`` nested ``<nav>``/``<main>`` around same-site links, ``size`` bytes at most."""
     head = b"<html><head><title>Hostile</title></head><body>"
     opening = b"<nav><main>" * (depth // 2)
     closing = b"</main></nav>" * (depth // 2)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from testkit.corpus import Page, budget_recall, load_pages
 from fetcher.extract import read_document
+from testkit.corpus import Page, budget_recall, load_pages
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "extraction"
 

@@ -15,8 +15,8 @@ from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.resolver import StaticResolver
 from fetcher.workers import WorkerPool
-from tests.support.fixtures import DownloaderFactory, policy_for
 from testkit.origin import Origin, Reply, html, redirect
+from tests.support.fixtures import DownloaderFactory, policy_for
 
 ALLOWED = ("origin.test",)
 
@@ -81,9 +81,7 @@ async def test_smaller_page_limit_is_respected(origin: Origin, crawler: Crawler)
     assert read_urls(one) == [(origin.url("/"), 0)]
 
 
-async def test_links_to_other_sites_are_not_followed(
-    origin: Origin, crawler: Crawler
-) -> None:
+async def test_links_to_other_sites_are_not_followed(origin: Origin, crawler: Crawler) -> None:
     other = origin.url("/x", host="other.test")
     origin.routes["/"] = page("Start", other, "/a", origin.url("/d", host="docs.origin.test"))
     origin.routes["/a"] = page("A")
@@ -179,9 +177,7 @@ async def test_slow_page_is_reported_as_timeout_at_the_deadline(
     assert report.elapsed_ms < 5000
 
 
-async def test_report_text_is_cut_to_the_report_limit(
-    origin: Origin, crawler: Crawler
-) -> None:
+async def test_report_text_is_cut_to_the_report_limit(origin: Origin, crawler: Crawler) -> None:
     long = " ".join(["word"] * 4000)  # 20k characters: cut to 12,000 per page
     origin.routes["/"] = page("Start", "/a", "/b", "/c", body=long)
     for name in ("a", "b", "c"):
@@ -192,9 +188,7 @@ async def test_report_text_is_cut_to_the_report_limit(
     assert len(report.pages[0].text) > 11_000
 
 
-async def test_each_page_is_announced_as_it_finishes(
-    origin: Origin, crawler: Crawler
-) -> None:
+async def test_each_page_is_announced_as_it_finishes(origin: Origin, crawler: Crawler) -> None:
     origin.routes["/"] = page("Start", "/a", "/missing")
     origin.routes["/a"] = page("A")
     events: list[PageRead | PageFailed] = []

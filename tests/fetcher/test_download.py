@@ -23,8 +23,8 @@ from fetcher.reasons import Reason
 from fetcher.resolver import StaticResolver
 from fetcher.transport import PinnedBackend
 from fetcher.urls import Address
-from tests.support.fixtures import DownloaderFactory, policy_for
 from testkit.origin import Origin, Reply, html, redirect
+from tests.support.fixtures import DownloaderFactory, policy_for
 
 LOOPBACK = IPv4Address("127.0.0.1")
 

@@ -228,7 +228,9 @@ def test_render_pool_state_is_exported() -> None:
         assert sample(metrics, "tigress_fetcher_render_waiting") == 0
         assert sample(metrics, "tigress_fetcher_render_stops_total", why="cpu") == 1
         assert {
-            why for why in STOP_REASONS if sample(metrics, "tigress_fetcher_render_stops_total", why=why) == 0
+            why
+            for why in STOP_REASONS
+            if sample(metrics, "tigress_fetcher_render_stops_total", why=why) == 0
         } == {"memory", "wall", "crashed"}
     finally:
         pool.close()

@@ -16,7 +16,6 @@ from typing import Any
 
 import grpc
 import pytest
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import (
@@ -27,7 +26,7 @@ from fetcher.client import (
     FetcherTimeout,
     FetcherUnavailable,
 )
-from fetcher.metrics import Metrics, exposition
+from fetcher.metrics import exposition
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.server import FetcherServer

@@ -15,27 +15,23 @@ import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import FetcherClient
+from fetcher.crawl import Crawler
 from fetcher.download import Downloader, Limits
 from fetcher.journal import FetchLog, JsonLinesSink
 from fetcher.metrics import Metrics, exposition
 from fetcher.policy import Policy
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
-from fetcher.resolver import StaticResolver
-from fetcher.crawl import Crawler
-from fetcher.resolver import DnsResolver, Resolver
+from fetcher.resolver import Resolver, StaticResolver
 from fetcher.server import SERVICE_NAME, FetcherServer, hop_observer
 from fetcher.workers import WorkerPool
 from testkit import tasks
 from testkit.fetcher import running_fetcher, unix_settings
-from testkit.dns import running_dns
 from testkit.hostile import nested_landmarks
 from testkit.origin import NAMES, Origin, Reply, html, redirect
 
@@ -408,62 +404,15 @@ async def test_health_shows_a_saturated_render_pool(
     settings = unix_settings(sock_dir)
     async with (
         running_fetcher(settings, never, pool=render_pool),
-        grpc.aio.insecure_channel(settings.listen[0].target) as channel,
+        FetcherClient(settings.listen[0].target) as client,
     ):
-        stub = health_pb2_grpc.HealthStub(channel)
-
-        async def status(service: str) -> int:
-            request = health_pb2.HealthCheckRequest(service=service)
-            return int((await stub.Check(request, timeout=2)).status)
-
         busy = [
             asyncio.create_task(render_pool.run(tasks.tick, str(tmp_path / f"t{n}"), 3.0))
             for n in range(4)
         ]
-        serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
-        while await status(SERVICE_NAME) != not_serving:
+        while await client.healthy(service=SERVICE_NAME):
             await asyncio.sleep(0.05)
-        assert await status("") == serving
+        assert await client.healthy()
         await asyncio.gather(*busy)
-        while await status(SERVICE_NAME) != serving:
+        while not await client.healthy(service=SERVICE_NAME):
             await asyncio.sleep(0.05)
-
-
-async def test_reads_of_names_that_never_resolve_delay_only_themselves(
-    origin: Origin,
-    sock_dir: Path,
-    test_policy: Policy,
-    client_ssl_context: ssl.SSLContext,
-    render_pool: WorkerPool,
-) -> None:
-    """Issue 15 item B: eight reads stuck in DNS; a read of a good name still succeeds,
-    and the service stops without waiting for the stuck lookups."""
-    site(origin)
-    async with running_dns({"origin.test": ["127.0.0.1"]}) as dns:
-        resolver = DnsResolver(nameservers=[dns.address], timeout=30.0)
-        try:
-            async with wired_fetcher(
-                sock_dir, test_policy, client_ssl_context, render_pool, resolver=resolver
-            ) as running:
-                hung = [
-                    asyncio.create_task(
-                        running.client.read(
-                            f"https://hung{n}.test:{origin.port}/",
-                            allowed_hosts={f"hung{n}.test"},
-                            page_limit=1,
-                        )
-                    )
-                    for n in range(8)
-                ]
-                while len({name for name in dns.queries if name.startswith("hung")}) < 8:
-                    await asyncio.sleep(0.01)
-                good = await running.client.read(
-                    origin.url("/"), allowed_hosts={"origin.test"}, page_limit=1
-                )
-                assert [p.title for p in good.pages] == ["Start"]
-                assert not any(task.done() for task in hung)
-            # The service has stopped: the stuck reads ended with it (no report came).
-            results = await asyncio.gather(*hung, return_exceptions=True)
-            assert all(isinstance(result, BaseException) for result in results)
-        finally:
-            await resolver.aclose()

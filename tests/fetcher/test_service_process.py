@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import FetcherClient

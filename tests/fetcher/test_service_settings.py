@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from fetcher.errors import ConfigError
-from fetcher.server import add_serve_arguments, run_serve
 from fetcher.report import Report
+from fetcher.server import add_serve_arguments, run_serve
 from fetcher.settings import DEV_SOCKET, Settings, load_settings, parse_listen
 from testkit.fetcher import running_fetcher
 

@@ -10,9 +10,9 @@ import pytest
 
 from fetcher.report import Report
 from gateway.fetcher_health import FetcherHealth
+from testkit.fetcher import running_fetcher, unix_settings
 from tests.gateway.conftest import GatewayFactory
 from tests.gateway.fake_engine import FakeEngine
-from testkit.fetcher import running_fetcher, unix_settings
 
 
 async def never_read(*args: object, **kwargs: object) -> Report:
