@@ -1,6 +1,8 @@
 """The fetch log (rule 8): one structured record per hop of every page fetch.
 
-A record holds the time, the address (scheme, host, port and path only), the resolved IP,
+A record holds the time, the address (scheme, host, port and path only), the resolved IP
+(for a name refused as ``not_public``, the answer that was refused: it is kept here and
+nowhere else, never in what the gateway gets),
 the status, the body bytes, the milliseconds, the redirects, the outcome and reason, the
 redirect target (same trimming) and the request id. Nothing else: never a query string,
 user info, fragment, title, text, header or cookie, because those carry what users and

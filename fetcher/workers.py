@@ -19,7 +19,7 @@ and :attr:`WorkerPool.busy` are what health and metrics report. Workers are fork
 milliseconds and never inherits the gRPC server's threads or sockets.
 
 The interface is one coroutine, :meth:`WorkerPool.run`, that returns the task's result or a
-:class:`Stopped` value: page rendering (``fetcher.render_pool``) uses it, and any other
+:class:`Stopped` value: page rendering (``fetcher.crawl``) uses it, and any other
 untrusted-input work (a PDF reader) can.
 """
 
@@ -164,7 +164,7 @@ class WorkerPool:
         ``wall_seconds`` (or on cancellation) the worker is terminated; at most
         ``workers`` run at once, so the event loop, lookups and other reads keep their
         share of the machine. Proved by ``tests/fetcher/test_workers.py`` and
-        ``tests/fetcher/test_render_pool.py::test_a_read_beside_five_hostile_ones_succeeds``.
+        ``tests/fetcher/test_service_crawl.py::test_a_read_beside_five_hostile_ones_succeeds``.
         """
         if self._closed:
             raise RuntimeError("the worker pool is closed")

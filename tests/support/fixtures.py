@@ -7,6 +7,7 @@ The test policy is the only way loopback is reached: it is an explicit object bu
 
 from __future__ import annotations
 
+import os
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
 from ipaddress import ip_network
@@ -109,10 +110,12 @@ def make_downloader(
 
 
 @pytest.fixture
-def render_pool() -> Iterator[WorkerPool]:
-    """The production render worker pool (two workers, production limits)."""
+async def render_pool() -> AsyncIterator[WorkerPool]:
+    """The production render worker pool (two workers, production limits), started: like
+    the long-lived pool of a running fetcher, not one paying its start-up in a test."""
     pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
     try:
+        await pool.run(os.getpid)
         yield pool
     finally:
         pool.close()
