@@ -29,7 +29,7 @@ run: $(STAMP)
 
 # Branch coverage of both packages is printed after the tests; fetcher/ must keep at least
 # FETCHER_COVERAGE percent (the level reached by issue 15; raise it, never lower it).
-FETCHER_COVERAGE := 0
+FETCHER_COVERAGE := 95
 
 test: $(STAMP)
 	$(BIN)/python -m pytest --cov=fetcher --cov=gateway --cov-report=term:skip-covered $(PYTEST_ARGS)

@@ -88,8 +88,8 @@ def _prepare_unix_path(path: Path) -> None:
     # Security
     Only the fetcher's user and group (the gateway) may reach the socket: the folder a
     new socket goes into is made 0750 whatever the umask, and a folder others can write
-    to is refused (anyone could replace the socket with their own and read what the
-    gateway asks). Proved by ``tests/fetcher/test_service_settings.py``
+    to is refused unless it is sticky (anyone could replace the socket with their own and
+    read what the gateway asks). Proved by ``tests/fetcher/test_service_settings.py``
     (``test_socket_and_folder_modes_hold_under_umask_000``,
     ``test_a_folder_others_can_write_to_is_refused``).
     """
@@ -97,7 +97,9 @@ def _prepare_unix_path(path: Path) -> None:
     if not folder.exists():
         folder.mkdir(mode=SOCKET_FOLDER_MODE, parents=True)
         os.chmod(folder, SOCKET_FOLDER_MODE)
-    if folder.stat().st_mode & stat.S_IWOTH:
+    mode = folder.stat().st_mode
+    # A sticky folder (/tmp) lets others add files but not replace ours.
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
         raise ConfigError(
             f"bad value for listen: the folder {str(folder)!r} is writable by others; "
             "make it 0750 (systemd: RuntimeDirectoryMode=0750)"
