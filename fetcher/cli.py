@@ -200,8 +200,12 @@ async def _check(args: argparse.Namespace) -> int:
     table: dict[str, list[IPAddress]] = {}
     for name, address in args.resolve:
         table.setdefault(name, []).append(address)
-    resolver = StaticResolver(table, fallback=DnsResolver())
-    results = await check_urls(args.urls, resolver=resolver, policy=Policy())
+    system = DnsResolver()
+    try:
+        resolver = StaticResolver(table, fallback=system)
+        results = await check_urls(args.urls, resolver=resolver, policy=Policy())
+    finally:
+        await system.aclose()
     for result in results:
         _print_json(result)
     return EXIT_OK if all(r["allowed"] for r in results) else EXIT_REFUSED

@@ -229,8 +229,11 @@ class Downloader:
     ) -> None:
         self.policy = policy if policy is not None else Policy()
         self.limits = limits if limits is not None else Limits()
-        self._own_resolver = DnsResolver() if resolver is None else None
-        self._resolver: Resolver = resolver or self._own_resolver  # type: ignore[assignment]
+        # A resolver this downloader makes is its to close; one passed in is the caller's.
+        self._own_resolver: DnsResolver | None = None
+        if resolver is None:
+            resolver = self._own_resolver = DnsResolver()
+        self._resolver = resolver
         self._pools = PinnedPools(ssl_context if ssl_context is not None else default_ssl_context())
         self._observer = observer
         self._clock = clock
