@@ -42,8 +42,15 @@ browser:
 	  echo "chromium and chromium-driver are missing and this is not root: the browser tests will fail" >&2; \
 	fi
 
+# Branch coverage of both packages is printed after the tests; fetcher/ must keep at least
+# FETCHER_COVERAGE percent (the level reached by issue 15; raise it, never lower it).
+FETCHER_COVERAGE := 95
+
 test: $(STAMP) test-deps browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --cov=fetcher --cov=gateway --cov-report=term:skip-covered $(PYTEST_ARGS)
+	$(BIN)/python -m coverage report --include='fetcher/*' --fail-under=$(FETCHER_COVERAGE) \
+	  --format=total >/dev/null || { echo "fetcher/ coverage is below $(FETCHER_COVERAGE)%" >&2; exit 1; }
+	@echo "fetcher/ branch coverage: $$($(BIN)/python -m coverage report --include='fetcher/*' --format=total)% (gate $(FETCHER_COVERAGE)%)"
 
 # What tests/deploy/test_systemd.py needs besides the venv, installed only when running as
 # root (the test skips otherwise): Debian's systemd-nspawn and ip, and the wheelhouse the
@@ -62,9 +69,9 @@ test-deps:
 	fi
 
 lint: $(STAMP)
-	$(BIN)/ruff check fetcher gateway tests bench deploy scripts
-	$(BIN)/ruff format --check fetcher gateway tests bench deploy scripts
-	$(BIN)/mypy fetcher gateway tests bench deploy scripts
+	$(BIN)/ruff check fetcher gateway tests bench deploy scripts testkit
+	$(BIN)/ruff format --check fetcher gateway tests bench deploy scripts testkit
+	$(BIN)/mypy fetcher gateway tests bench deploy scripts testkit
 
 # Production: both services under systemd (deploy/systemd/README.md). As root, from this
 # folder; WHEELHOUSE=dir installs offline from `make wheelhouse`'s output.
@@ -108,4 +115,4 @@ proto: $(STAMP)
 	  proto/tigress/fetcher/v1/fetcher.proto
 
 clean:
-	rm -rf $(VENV) $(WHEELS) .mypy_cache .pytest_cache .ruff_cache test-output
+	rm -rf $(VENV) $(WHEELS) .mypy_cache .pytest_cache .ruff_cache test-output .coverage

@@ -6,7 +6,7 @@ import importlib
 import sys
 import time
 
-BENCHES = ("download", "extraction", "pdf", "grpc_hop", "tooltext", "gateway_stream")
+BENCHES = ("download", "extraction", "hostile", "pdf", "grpc_hop", "tooltext", "gateway_stream")
 
 
 def main() -> None:

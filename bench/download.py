@@ -20,7 +20,7 @@ import trustme
 from fetcher.download import Downloader
 from fetcher.policy import Policy
 from fetcher.resolver import StaticResolver
-from tests.support.origin import Origin, html
+from testkit.origin import Origin, html
 
 PAGES = 20
 ROUNDS = 7

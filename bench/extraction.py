@@ -19,8 +19,8 @@ from pathlib import Path
 
 import inscriptis
 
-from bench.corpus import CORPUS_ROOT, Page, budget_recall, load_pages
 from fetcher.extract import read_document
+from testkit.corpus import CORPUS_ROOT, Page, budget_recall, load_pages
 
 __all__ = ["main", "measure"]
 

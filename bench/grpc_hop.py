@@ -32,14 +32,15 @@ import trustme
 from prometheus_client import CollectorRegistry
 
 from fetcher.client import FetcherClient
+from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader
 from fetcher.metrics import Metrics
 from fetcher.policy import Policy
 from fetcher.resolver import StaticResolver
-from fetcher.server import FetcherServer, crawl_reader
-from fetcher.service import Reader
+from fetcher.server import FetcherServer
 from fetcher.settings import Settings, parse_listen
-from tests.support.origin import Origin, html
+from fetcher.workers import WorkerPool
+from testkit.origin import Origin, html
 
 PAGES = 20
 ROUNDS = 7
@@ -76,10 +77,6 @@ async def _serve_origin(folder: Path) -> None:
     await origin.stop()
 
 
-def _reader(downloader: Downloader) -> Reader:
-    return crawl_reader(downloader, concurrency=4)
-
-
 def _downloader(folder: Path, port: int) -> Downloader:
     context = ssl.create_default_context()
     _load_ca(folder).configure_trust(context)
@@ -96,13 +93,18 @@ async def _serve_fetcher(folder: Path, port: int) -> None:
             listen=(parse_listen(f"unix:{folder / 'f.sock'}"),),
             max_concurrent_reads=max(CONCURRENCIES) * 2,
         )
+        pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
         server = FetcherServer(
-            settings, reader=_reader(downloader), metrics=Metrics(CollectorRegistry())
+            settings,
+            reader=Crawler(downloader=downloader, pool=pool),
+            metrics=Metrics(CollectorRegistry()),
+            pool=pool,
         )
         await server.start()
         print("ready", flush=True)
         await _wait_for_signal()
         await server.stop(grace=0)
+        pool.close()
 
 
 async def _timed(
@@ -144,12 +146,13 @@ async def run() -> list[tuple[int, float, float]]:
     fetcher, _ready = await _spawn("fetcher", str(folder), port_text)
     urls = [f"https://origin.test:{port}/p{i % PAGES}" for i in range(READS_PER_ROUND)]
     results = []
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
     try:
         async with (
             _downloader(folder, port) as downloader,
             FetcherClient(f"unix:{folder / 'f.sock'}") as client,
         ):
-            reader = _reader(downloader)
+            reader = Crawler(downloader=downloader, pool=pool)
 
             async def in_process(url: str) -> None:
                 report = await reader(
@@ -174,6 +177,7 @@ async def run() -> list[tuple[int, float, float]]:
                     (concurrency, statistics.median(hop_times), statistics.median(direct_times))
                 )
     finally:
+        pool.close()
         await _stop(fetcher)
         await _stop(origin)
         shutil.rmtree(folder, ignore_errors=True)

@@ -6,7 +6,7 @@ process (the worker process's start-up is timed apart, on the hostile files). "B
 pypdfium2's ``get_text_range()`` per page, pages joined by a line break: what a caller gets
 from the library without our layout and repairs. Per producer, and for the two fixed
 halves of the corpus (``dev``: odd document numbers, on which the post-processing was
-developed; ``confirm``: even ones), it prints the five measures of ``bench/pdf_corpus.py``:
+developed; ``confirm``: even ones), it prints the five measures of ``testkit/pdf_corpus.py``:
 recall, order, damaged words, furniture leaked per page, milliseconds per page (wall
 clock: the best of the repetitions, summed over documents, divided by their pages; CPU:
 this process's time over all repetitions, which a loaded machine inflates less). Then
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pypdfium2 as pdfium
 
-from bench.pdf_corpus import PDF_CORPUS_ROOT, PdfCase, Score, load_cases, mean_scores, score
+from testkit.pdf_corpus import PDF_CORPUS_ROOT, PdfCase, Score, load_cases, mean_scores, score
 from fetcher.pdfresult import PdfText
 from fetcher.pdftext import read_pdf
 from fetcher.pdfwords import word_list

@@ -17,7 +17,7 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
-from fetcher.crawl import crawl
+from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader
 from fetcher.errors import HopError
 from fetcher.extract import PAGE_TEXT_LIMIT, Document, cut, read_document
@@ -27,8 +27,9 @@ from fetcher.pdfresult import PdfFailure, PdfLimits, is_pdf
 from fetcher.pdfworker import extract_pdf
 from fetcher.policy import Policy
 from fetcher.report import Report
-from fetcher.resolver import IPAddress, Resolver, StaticResolver, SystemResolver
+from fetcher.resolver import DnsResolver, IPAddress, Resolver, StaticResolver
 from fetcher.urls import Refused, normalise_host
+from fetcher.workers import WorkerPool
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -206,8 +207,12 @@ async def _check(args: argparse.Namespace) -> int:
     table: dict[str, list[IPAddress]] = {}
     for name, address in args.resolve:
         table.setdefault(name, []).append(address)
-    resolver = StaticResolver(table, fallback=SystemResolver())
-    results = await check_urls(args.urls, resolver=resolver, policy=Policy())
+    system = DnsResolver()
+    try:
+        resolver = StaticResolver(table, fallback=system)
+        results = await check_urls(args.urls, resolver=resolver, policy=Policy())
+    finally:
+        await system.aclose()
     for result in results:
         _print_json(result)
     return EXIT_OK if all(r["allowed"] for r in results) else EXIT_REFUSED
@@ -256,13 +261,15 @@ def _text(args: argparse.Namespace) -> int:
 
 
 async def _read(args: argparse.Namespace) -> int:
-    async with Downloader() as downloader:
-        report = await crawl(
-            args.url,
-            allowed_hosts=args.allow_host,
-            downloader=downloader,
-            page_limit=max(1, min(args.pages, 6)),
-        )
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    try:
+        async with Downloader() as downloader:
+            read = Crawler(downloader=downloader, pool=pool)
+            report = await read(
+                args.url, allowed_hosts=args.allow_host, page_limit=max(1, min(args.pages, 6))
+            )
+    finally:
+        pool.close()
     if args.json:
         _print_json(report_json(report))
     else:

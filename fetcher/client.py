@@ -309,12 +309,18 @@ class FetcherClient:
         finally:
             call.cancel()
 
-    async def healthy(self, *, deadline: float = 1.0) -> bool:
+    async def healthy(self, *, deadline: float = 1.0, service: str = "") -> bool:
         """True when the fetcher answers health checks with ``SERVING``.
+
+        Args:
+            deadline: Seconds to wait for the answer.
+            service: ``""`` asks whether the process is up and taking reads;
+                ``"tigress.fetcher.v1.FetcherService"`` also says ``NOT_SERVING`` while
+                its render workers are saturated (reads then wait their turn).
 
         Never raises for an unreachable or stopping fetcher: that is ``False``.
         """
-        request = health_pb2.HealthCheckRequest(service="")
+        request = health_pb2.HealthCheckRequest(service=service)
         try:
             answer = await self._health_check(request, timeout=deadline)
         except grpc.aio.AioRpcError:

@@ -4,13 +4,22 @@ Breadth first from the start address: the start page (depth 0), then its same-si
 (depth 1), then theirs (depth 2), at most ``page_limit`` pages (6, or what is left of the
 answer's page budget). Pages of one depth are downloaded concurrently, a few at a time,
 each through the full safe download (every rule, every hop). No address is read twice in
-one crawl. One deadline bounds the whole crawl; pages not done by then are reported as
-``timeout``. Page texts are cut to 12,000 characters each and 24,000 in all.
+one crawl. One deadline bounds the whole crawl; pages not finished by then are reported
+as ``timeout``. Page texts are cut to 12,000 characters each and 24,000 in all.
+
+Each page is turned into text in a render worker (``fetcher.workers``): a bounded pool of
+processes where a page gets a few seconds of CPU and a few hundred megabytes, and is
+stopped there (``timeout`` or ``too_large``), so a hostile page costs its own read only.
+One read renders one page at a time, so reads take turns at the pool.
 
 Rule 1 applies to the start address. Pages reached by following links are on the start
 page's site by construction (``fetcher.links``), so each is allowed as its own host; a
 redirect may still leave the site (the cited site chose it), but links are only ever
 followed on the start page's site.
+
+An unexpected exception on one page is a bug: it is logged once with its traceback, the
+page is reported as ``internal`` (never as a network failure), the report counts it for
+the metrics, and the rest of the crawl goes on.
 """
 
 from __future__ import annotations
@@ -22,12 +31,13 @@ import time
 from collections.abc import Callable, Collection
 
 from fetcher.download import Downloader
-from fetcher.extract import PAGE_TEXT_LIMIT, REPORT_TEXT_LIMIT, cut, read_document
+from fetcher.extract import PAGE_TEXT_LIMIT, REPORT_TEXT_LIMIT, Document, cut, read_document
 from fetcher.links import site_of
 from fetcher.outcome import Downloaded
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.urls import Address, parse
+from fetcher.workers import Stopped, WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +45,40 @@ MAX_PAGES = 6
 MAX_DEPTH = 2
 DEFAULT_DEADLINE = 30.0
 DEFAULT_CONCURRENCY = 4
+#: Modules the render workers need, imported once by their forkserver.
+WORKER_PRELOAD = ("fetcher.crawl",)
 
 PageEvent = PageRead | PageFailed
+OnPage = Callable[[PageEvent], None]
+
+_STOPPED_REASONS = {
+    "cpu": Reason.TIMEOUT,
+    "wall": Reason.TIMEOUT,
+    "memory": Reason.TOO_LARGE,
+    "crashed": Reason.INTERNAL,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Page:
+    """A downloaded page on its way to a render worker."""
+
+    body: bytes
+    content_type: str
+    charset: str | None
+    url: str
+    site: str
+
+
+def read_page(page: Page) -> Document:
+    """Runs in a render worker: the page as text (:func:`fetcher.extract.read_document`)."""
+    return read_document(
+        page.body,
+        content_type=page.content_type,
+        charset=page.charset,
+        url=page.url,
+        site=page.site,
+    )
 
 
 @dataclasses.dataclass(slots=True)
@@ -47,90 +89,99 @@ class _Found:
     depth: int
     result: PageEvent | None = None
     links: tuple[str, ...] = ()
-    duplicate: bool = False  # a redirect landed on a page this crawl had already read
+    # True once the page needs nothing more: read, failed, or a redirect that landed on a
+    # page this crawl had already read (reported once, under the first address).
+    finished: bool = False
 
 
 class _Crawl:
     def __init__(
         self,
         *,
-        downloader: Downloader,
+        crawler: Crawler,
         allowed_hosts: Collection[str],
         page_limit: int,
-        concurrency: int,
         request_id: str,
-        on_page: Callable[[PageEvent], None] | None,
+        on_page: OnPage | None,
     ) -> None:
-        self.downloader = downloader
+        self.crawler = crawler
         self.allowed_hosts = allowed_hosts
         self.page_limit = page_limit
-        self.semaphore = asyncio.Semaphore(concurrency)
+        self.downloads = asyncio.Semaphore(crawler.concurrency)
+        # One render at a time per read: reads take turns at the shared worker pool.
+        self.renders = asyncio.Semaphore(1)
         self.request_id = request_id
         self.on_page = on_page
         self.found: list[_Found] = []
         self.seen: set[str] = set()
         self.read_finals: set[str] = set()
         self.site = ""
+        self.internal_errors = 0
 
     def key(self, url: str) -> str:
-        address = parse(url, ports=self.downloader.policy.ports)
+        address = parse(url, ports=self.crawler.downloader.policy.ports)
         return address.url if isinstance(address, Address) else url
 
     def host_of(self, url: str) -> tuple[str, ...]:
-        address = parse(url, ports=self.downloader.policy.ports)
+        address = parse(url, ports=self.crawler.downloader.policy.ports)
         return (address.host,) if isinstance(address, Address) else ()
 
     def text_full(self) -> bool:
         used = sum(len(p.result.text) for p in self.found if isinstance(p.result, PageRead))
         return used >= REPORT_TEXT_LIMIT
 
+    def finish(self, page: _Found, result: PageEvent | None) -> None:
+        page.result = result
+        page.finished = True
+        if result is not None and self.on_page is not None:
+            self.on_page(result)
+
     async def read(self, page: _Found, *, allowed: Collection[str]) -> None:
-        async with self.semaphore:
-            try:
-                outcome = await self.downloader.download(
-                    page.url, allowed_hosts=allowed, request_id=self.request_id
-                )
-            except Exception:
-                # A bug must not cost the pages already read: log it, report this page.
-                logger.exception("reading a page of the crawl failed unexpectedly")
-                page.result = PageFailed(
-                    page.url, Reason.CONNECT, "the page could not be read", page.depth
-                )
-                if self.on_page is not None:
-                    self.on_page(page.result)
-                return
+        try:
+            self.finish(page, await self._read(page, allowed=allowed))
+        except Exception:
+            # A bug must not cost the pages already read, nor pass for what the web did.
+            logger.exception("bug while reading a page of the crawl (request %s)", self.request_id)
+            self.internal_errors += 1
+            detail = "the fetcher failed on this page; see its log"
+            self.finish(page, PageFailed(page.url, Reason.INTERNAL, detail, page.depth))
+
+    async def _read(self, page: _Found, *, allowed: Collection[str]) -> PageEvent | None:
+        async with self.downloads:
+            outcome = await self.crawler.downloader.download(
+                page.url, allowed_hosts=allowed, request_id=self.request_id
+            )
         if not isinstance(outcome, Downloaded):
-            page.result = PageFailed(outcome.url, outcome.reason, outcome.detail, page.depth)
-        else:
-            final = self.key(outcome.final_url)
-            self.seen.add(final)
-            if final in self.read_finals:
-                page.duplicate = True
-                return
-            self.read_finals.add(final)
-            # A hostile 2 MB page can cost a second of CPU: keep the event loop (other
-            # reads, gRPC, health checks) responsive while it is turned into text.
-            document = await asyncio.to_thread(
-                read_document,
-                outcome.body,
-                content_type=outcome.content_type,
-                charset=outcome.charset,
-                url=outcome.final_url,
-                site=self.site,
+            return PageFailed(outcome.url, outcome.reason, outcome.detail, page.depth)
+        final = self.key(outcome.final_url)
+        self.seen.add(final)
+        if final in self.read_finals:
+            return None  # a redirect to a page already read: reported once, already
+        self.read_finals.add(final)
+        work = Page(
+            outcome.body, outcome.content_type, outcome.charset, outcome.final_url, self.site
+        )
+        async with self.renders:
+            document = await self.crawler.pool.run(read_page, work)
+        if isinstance(document, Stopped):
+            reason = _STOPPED_REASONS[document.why]
+            return PageFailed(
+                outcome.final_url,
+                reason,
+                f"reading the page stopped: {document.detail}",
+                page.depth,
             )
-            page.links = document.links if page.depth < MAX_DEPTH else ()
-            page.result = PageRead(
-                requested_url=page.url,
-                final_url=outcome.final_url,
-                title=document.title,
-                text=document.text,
-                status=outcome.status,
-                bytes=len(outcome.body),
-                elapsed_ms=outcome.elapsed_ms,
-                depth=page.depth,
-            )
-        if self.on_page is not None:
-            self.on_page(page.result)
+        page.links = document.links if page.depth < MAX_DEPTH else ()
+        return PageRead(
+            requested_url=page.url,
+            final_url=outcome.final_url,
+            title=document.title,
+            text=document.text,
+            status=outcome.status,
+            bytes=len(outcome.body),
+            elapsed_ms=outcome.elapsed_ms,
+            depth=page.depth,
+        )
 
     def next_depth(self, parents: list[_Found]) -> list[_Found]:
         batch: list[_Found] = []
@@ -172,74 +223,95 @@ class _Crawl:
         return tuple(pages)
 
 
-async def crawl(
-    url: str,
-    *,
-    allowed_hosts: Collection[str],
-    downloader: Downloader,
-    page_limit: int = MAX_PAGES,
-    deadline: float = DEFAULT_DEADLINE,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    request_id: str = "",
-    on_page: Callable[[PageEvent], None] | None = None,
-) -> Report:
-    """Read ``url`` and up to two hops of its same-site links.
+class Crawler:
+    """Reads an address and up to two hops of its same-site links: the service's reader.
 
-    Args:
-        url: The start address.
-        allowed_hosts: Rule 1's hosts, applied to the start address.
-        downloader: Does each page's safe download.
-        page_limit: The most pages to read (capped at 6).
-        deadline: Seconds for the whole crawl.
-        concurrency: Downloads at a time within one depth.
-        request_id: Carried into the fetch log.
-        on_page: Called as each page is read or fails (for streaming).
-
-    Returns:
-        The :class:`Report`; if the start page failed it holds only that failure.
+    One per process: it holds the downloader and the render worker pool every read shares.
     """
-    started = time.monotonic()
-    state = _Crawl(
-        downloader=downloader,
-        allowed_hosts=allowed_hosts,
-        page_limit=max(1, min(page_limit, MAX_PAGES)),
-        concurrency=max(1, concurrency),
-        request_id=request_id,
-        on_page=on_page,
-    )
-    start = _Found(url, 0)
-    state.seen.add(state.key(url))
-    host = state.host_of(url)
-    state.site = site_of(host[0]) if host else ""
-    try:
-        async with asyncio.timeout(deadline):
-            await state.run_depth([start], start=True)
-            parents = [start]
-            while isinstance(start.result, PageRead) and parents and not state.text_full():
-                batch = state.next_depth(parents)
-                if not batch:
-                    break
-                await state.run_depth(batch, start=False)
-                parents = [page for page in batch if isinstance(page.result, PageRead)]
-    except TimeoutError:
-        for page in state.found:
-            if page.result is None:
-                page.result = PageFailed(
-                    page.url,
-                    Reason.TIMEOUT,
-                    f"the read took longer than {deadline:g} s",
-                    page.depth,
-                )
-                if on_page is not None:
-                    on_page(page.result)
-    elapsed_ms = round((time.monotonic() - started) * 1000)
-    if not isinstance(start.result, PageRead):
-        failure = start.result
-        assert isinstance(failure, PageFailed)
-        return Report(url=url, pages=(), failures=(failure,), elapsed_ms=elapsed_ms)
-    return Report(
-        url=url,
-        pages=state.pages(),
-        failures=tuple(p.result for p in state.found if isinstance(p.result, PageFailed)),
-        elapsed_ms=elapsed_ms,
-    )
+
+    def __init__(
+        self,
+        *,
+        downloader: Downloader,
+        pool: WorkerPool,
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ) -> None:
+        """Builds the crawler.
+
+        Args:
+            downloader: Does each page's safe download.
+            pool: The render workers pages are turned into text in.
+            concurrency: Downloads at a time within one depth of one read.
+        """
+        self.downloader = downloader
+        self.pool = pool
+        self.concurrency = max(1, concurrency)
+
+    async def __call__(
+        self,
+        url: str,
+        *,
+        allowed_hosts: Collection[str],
+        page_limit: int = MAX_PAGES,
+        deadline: float = DEFAULT_DEADLINE,
+        request_id: str = "",
+        on_page: OnPage | None = None,
+    ) -> Report:
+        """Read ``url`` and up to two hops of its same-site links.
+
+        Args:
+            url: The start address.
+            allowed_hosts: Rule 1's hosts, applied to the start address.
+            page_limit: The most pages to read (capped at 6).
+            deadline: Seconds for the whole crawl.
+            request_id: Carried into the fetch log.
+            on_page: Called as each page is read or fails (for streaming).
+
+        Returns:
+            The :class:`Report`; if the start page failed it holds only that failure.
+        """
+        started = time.monotonic()
+        state = _Crawl(
+            crawler=self,
+            allowed_hosts=allowed_hosts,
+            page_limit=max(1, min(page_limit, MAX_PAGES)),
+            request_id=request_id,
+            on_page=on_page,
+        )
+        start = _Found(url, 0)
+        state.seen.add(state.key(url))
+        host = state.host_of(url)
+        state.site = site_of(host[0]) if host else ""
+        try:
+            async with asyncio.timeout(deadline):
+                await state.run_depth([start], start=True)
+                parents = [start]
+                while isinstance(start.result, PageRead) and parents and not state.text_full():
+                    batch = state.next_depth(parents)
+                    if not batch:
+                        break
+                    await state.run_depth(batch, start=False)
+                    parents = [page for page in batch if isinstance(page.result, PageRead)]
+        except TimeoutError:
+            for page in state.found:
+                if not page.finished:
+                    detail = f"the read took longer than {deadline:g} s"
+                    state.finish(page, PageFailed(page.url, Reason.TIMEOUT, detail, page.depth))
+        elapsed_ms = round((time.monotonic() - started) * 1000)
+        if not isinstance(start.result, PageRead):
+            failure = start.result
+            assert isinstance(failure, PageFailed)
+            return Report(
+                url=url,
+                pages=(),
+                failures=(failure,),
+                elapsed_ms=elapsed_ms,
+                internal_errors=state.internal_errors,
+            )
+        return Report(
+            url=url,
+            pages=state.pages(),
+            failures=tuple(p.result for p in state.found if isinstance(p.result, PageFailed)),
+            elapsed_ms=elapsed_ms,
+            internal_errors=state.internal_errors,
+        )

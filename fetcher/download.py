@@ -21,19 +21,18 @@ import dataclasses
 import ssl
 import time
 import zlib
-from collections.abc import Callable, Collection, Iterator
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 import httpcore
 
-from fetcher.errors import HopError
-from fetcher.guard import parse_address, resolve_and_check
+from fetcher.errors import HopError, NotPublicError
+from fetcher.guard import CheckedAddress, parse_address, resolve_and_check
 from fetcher.outcome import Downloaded, Failed, HopRecord, IPAddress, Outcome
 from fetcher.policy import Policy
 from fetcher.reasons import Reason
-from fetcher.resolver import Resolver, SystemResolver
+from fetcher.resolver import DnsResolver, Resolver
 from fetcher.transport import PinnedPools, default_ssl_context
-from fetcher.urls import Address, Refused, normalise_host
+from fetcher.urls import Address, Refused, normalise_host, resolve_reference
 
 USER_AGENT = "Tigress/0.1 (page reader for a self-hosted language model)"
 ACCEPT = "text/html, text/plain;q=0.9, text/markdown;q=0.9"
@@ -73,19 +72,26 @@ def allowed_host_set(hosts: Collection[str]) -> frozenset[str]:
     return frozenset(normalised)
 
 
-def redirect_target(current: str, location: str) -> str:
-    """``Location`` resolved against the current address, spaces in the path and query
-    percent-encoded as browsers do. The result still goes through the full parser.
+def redirect_target(current: Address, location: str) -> str:
+    """``Location`` resolved against the hop that sent it (RFC 3986 5.2), spaces
+    percent-encoded as browsers do; the result still goes through the full parser, the
+    same one that reads links (``fetcher.urls``)."""
+    return resolve_reference(current, location)
 
-    Raises:
-        HopError: ``malformed`` when the two cannot be joined (e.g. a broken IPv6 literal).
+
+def _one_value(headers: dict[str, list[str]], name: str, reason: Reason) -> str:
+    """The value of a header that must not be said twice in two ways.
+
+    # Security
+    Repeated response headers are kept as lists: a server that sends two different
+    ``Content-Type`` or ``Location`` values is refused rather than read one way here and
+    another way elsewhere (a proxy, a browser). Tested by
+    ``test_ambiguous_repeated_headers_are_refused``.
     """
-    try:
-        joined = urlsplit(urljoin(current, location))
-    except ValueError as exc:
-        raise HopError(Reason.MALFORMED, "the redirect address is not well formed") from exc
-    path, query = joined.path.replace(" ", "%20"), joined.query.replace(" ", "%20")
-    return urlunsplit((joined.scheme, joined.netloc, path, query, joined.fragment))
+    values = headers.get(name, [])
+    if len({value.strip().lower() for value in values}) > 1:
+        raise HopError(reason, f"the response has {len(values)} different {name} headers")
+    return values[0] if values else ""
 
 
 def _media_type(header: str) -> tuple[str, str | None]:
@@ -146,31 +152,41 @@ class _BodyDecoder:
         return out
 
 
+def _tls_failure(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error somewhere in an exception's cause chain, if there is one."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 @contextlib.contextmanager
 def _map_transport_errors() -> Iterator[None]:
-    """Translate httpcore's exceptions into the reason vocabulary (one place)."""
+    """Translate httpcore's exceptions into the reason vocabulary (one place).
+
+    TLS failures are recognised by type: an :class:`ssl.SSLError` (certificate checks
+    raise its subclass :class:`ssl.SSLCertVerificationError`) anywhere in the cause chain
+    that httpcore and anyio keep, never by words in a message.
+    """
     try:
         yield
     except httpcore.TimeoutException as exc:
         raise HopError(Reason.TIMEOUT, "the server did not answer in time") from exc
-    except httpcore.ConnectError as exc:
-        cause = exc.__cause__ or exc.__context__
-        if isinstance(cause, ssl.SSLError) or "certificate" in str(exc).lower():
-            raise HopError(Reason.TLS, str(cause or exc) or "TLS handshake failed") from exc
-        raise HopError(Reason.CONNECT, str(exc) or "connection failed") from exc
     except httpcore.RemoteProtocolError as exc:
         raise _BrokenConnection(str(exc) or "the server closed the connection") from exc
-    except (httpcore.NetworkError, httpcore.ProtocolError) as exc:
-        raise HopError(Reason.CONNECT, str(exc) or "the connection broke") from exc
-    except ssl.SSLError as exc:
-        # A bad TLS record after the handshake reaches us unmapped through anyio.
-        raise HopError(Reason.TLS, str(exc) or "TLS error") from exc
-    except OSError as exc:
+    except (httpcore.NetworkError, httpcore.ProtocolError, ssl.SSLError, OSError) as exc:
+        tls = _tls_failure(exc)
+        if tls is not None:
+            raise HopError(Reason.TLS, str(tls) or "TLS handshake failed") from exc
         raise HopError(Reason.CONNECT, str(exc) or "the connection broke") from exc
 
 
 class _BrokenConnection(HopError):
-    """The server closed the connection before answering: worth one fresh try."""
+    """The server broke the HTTP exchange (closed early, or sent what is not HTTP/1.1)."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(Reason.CONNECT, detail)
@@ -183,12 +199,14 @@ class _Hop:
     url: str
     started: float
     resolved_ip: IPAddress | None = None
+    refused_ip: IPAddress | None = None
     status: int | None = None
     bytes: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Response:
+    address: Address
     status: int
     location: str | None
     content_type: str
@@ -211,14 +229,20 @@ class Downloader:
     ) -> None:
         self.policy = policy if policy is not None else Policy()
         self.limits = limits if limits is not None else Limits()
-        self._resolver = resolver if resolver is not None else SystemResolver()
+        # A resolver this downloader makes is its to close; one passed in is the caller's.
+        self._own_resolver: DnsResolver | None = None
+        if resolver is None:
+            resolver = self._own_resolver = DnsResolver()
+        self._resolver = resolver
         self._pools = PinnedPools(ssl_context if ssl_context is not None else default_ssl_context())
         self._observer = observer
         self._clock = clock
 
     async def aclose(self) -> None:
-        """Close every kept connection."""
+        """Close every kept connection (and the resolver, when this downloader made it)."""
         await self._pools.aclose()
+        if self._own_resolver is not None:
+            await self._own_resolver.aclose()
 
     async def __aenter__(self) -> Downloader:
         return self
@@ -274,7 +298,7 @@ class Downloader:
                             resolved_ip=_ip(hop.resolved_ip),
                             redirects=redirects,
                         )
-                    target = redirect_target(hop.url, response.location)
+                    target = redirect_target(response.address, response.location)
                     if redirects >= self.limits.max_redirects:
                         raise HopError(
                             Reason.REDIRECTS,
@@ -330,6 +354,7 @@ class Downloader:
             HopRecord(
                 url=hop.url,
                 resolved_ip=hop.resolved_ip,
+                refused_ip=hop.refused_ip,
                 status=hop.status,
                 bytes=hop.bytes,
                 elapsed_ms=self._ms(hop.started),
@@ -345,16 +370,16 @@ class Downloader:
         hop.url = address.url
         if first and address.host not in allowed:
             raise HopError(Reason.NOT_IN_ANSWER, f"{address.host} is not an allowed host")
-        answers = await resolve_and_check(address, policy=self.policy, resolver=self._resolver)
+        try:
+            answers = await resolve_and_check(address, policy=self.policy, resolver=self._resolver)
+        except NotPublicError as exc:
+            hop.refused_ip = exc.answer  # for the operator's fetch log, never the detail
+            raise
         last_error: HopError | None = None
-        for answer in answers:
-            hop.resolved_ip = answer
+        for checked in answers:
+            hop.resolved_ip = checked.ip
             try:
-                try:
-                    return await self._request(hop, address, answer)
-                except _BrokenConnection:
-                    # A kept-alive connection the server had already closed: one new one.
-                    return await self._request(hop, address, answer)
+                return await self._request(hop, address, checked)
             except HopError as exc:
                 # Only a failed connect moves on to the next checked address.
                 if exc.reason is not Reason.CONNECT or hop.status is not None:
@@ -363,7 +388,27 @@ class Downloader:
         assert last_error is not None
         raise last_error
 
-    async def _request(self, hop: _Hop, address: Address, ip: IPAddress) -> _Response:
+    async def _request(self, hop: _Hop, address: Address, checked: CheckedAddress) -> _Response:
+        """One request; repeated once only when a kept-alive connection was found closed.
+
+        # Security
+        A server that breaks the exchange on a fresh connection gets the request once: only
+        a connection kept alive from an earlier request, which the server may have closed
+        meanwhile, earns one new try (RFC 9112 9.3.1 lets a client retry an idempotent
+        request then). Tested by ``test_server_that_hangs_up_gets_the_request_once``.
+        """
+        async with self._pools.lease(checked) as lease:
+            opened = lease.backend.connections_opened
+            try:
+                return await self._exchange(hop, address, lease.pool)
+            except _BrokenConnection:
+                if lease.backend.connections_opened != opened or hop.status is not None:
+                    raise
+            return await self._exchange(hop, address, lease.pool)
+
+    async def _exchange(
+        self, hop: _Hop, address: Address, pool: httpcore.AsyncConnectionPool
+    ) -> _Response:
         headers = [
             (b"Host", address.authority.encode("ascii")),
             (b"User-Agent", USER_AGENT.encode("ascii")),
@@ -379,31 +424,34 @@ class Downloader:
         timeout = self.limits.page_timeout
         extensions = {"timeout": {"connect": timeout, "read": timeout, "write": timeout}}
         with _map_transport_errors():
-            async with (
-                self._pools.lease(address.host, ip, address.port) as pool,
-                pool.stream("GET", url, headers=headers, extensions=extensions) as response,
-            ):
+            async with pool.stream("GET", url, headers=headers, extensions=extensions) as response:
                 hop.status = response.status
-                response_headers = {
-                    name.decode("latin-1").lower(): value.decode("latin-1")
-                    for name, value in response.headers
-                }
-                return await self._read(hop, response, response_headers)
+                return await self._read(hop, address, response, _header_lists(response.headers))
 
     async def _read(
-        self, hop: _Hop, response: httpcore.Response, headers: dict[str, str]
+        self,
+        hop: _Hop,
+        address: Address,
+        response: httpcore.Response,
+        headers: dict[str, list[str]],
     ) -> _Response:
         status = response.status
-        if status in REDIRECT_STATUSES and headers.get("location"):
-            return _Response(status, _header_text(headers["location"]), "", None, b"")
+        if status in REDIRECT_STATUSES:
+            location = _one_value(headers, "location", Reason.MALFORMED)
+            if location:
+                return _Response(address, status, _header_text(location), "", None, b"")
         if not 200 <= status < 300:
             raise HopError(Reason.HTTP_STATUS, f"the server answered {status}")
-        content_type, charset = _media_type(headers.get("content-type", ""))
+        content_type, charset = _media_type(
+            _one_value(headers, "content-type", Reason.CONTENT_TYPE)
+        )
         if content_type not in self.limits.content_types:
             raise HopError(Reason.CONTENT_TYPE, f"content type {content_type or 'missing'!r}")
         limit = self.limits.max_bytes
-        encoding = headers.get("content-encoding", "").strip().lower()
-        declared = headers.get("content-length", "")
+        # Repeated Content-Encoding lines are one list (RFC 9110 5.3): "gzip" twice is two
+        # codings, which is not what the fetcher asked for.
+        encoding = ", ".join(headers.get("content-encoding", [])).strip().lower()
+        declared = headers.get("content-length", [""])[0]
         if encoding in ("", "identity") and declared.isdigit() and int(declared) > limit:
             raise HopError(Reason.TOO_LARGE, f"the body is {declared} bytes, over {limit}")
         decoder = _BodyDecoder(encoding)
@@ -417,7 +465,15 @@ class Downloader:
                 raise HopError(Reason.TOO_LARGE, f"the body is over {limit} bytes")
             if decoder.finished:
                 break
-        return _Response(status, None, content_type, charset, bytes(body))
+        return _Response(address, status, None, content_type, charset, bytes(body))
+
+
+def _header_lists(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, list[str]]:
+    """Response headers by lower-case name, every value kept in order."""
+    headers: dict[str, list[str]] = {}
+    for name, value in raw:
+        headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+    return headers
 
 
 def _header_text(value: str) -> str:

@@ -6,11 +6,15 @@ the fetcher's own seams and for configuration. The tree::
     FetcherError                 base of everything the fetcher raises on purpose
     ├── ResolveError             raised when a name does not resolve (fetcher.resolver)
     ├── HopError                 raised inside a download when a hop fails; carries the
-    │                            Reason and is turned into a ``Failed`` value at once
+    │   │                        Reason and is turned into a ``Failed`` value at once
+    │   └── NotPublicError       raised when an answer is not public (rule 2); carries the
+    │                            refused answer for the fetch log only
     └── ConfigError              raised when a setting has a bad value (start-up stops)
 """
 
 from __future__ import annotations
+
+from ipaddress import IPv4Address, IPv6Address
 
 from fetcher.reasons import Reason
 
@@ -30,6 +34,14 @@ class HopError(FetcherError):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+class NotPublicError(HopError):
+    """Raised when an address or one of its answers is not public; ``answer`` is for the log."""
+
+    def __init__(self, detail: str, answer: IPv4Address | IPv6Address) -> None:
+        super().__init__(Reason.NOT_PUBLIC, detail)
+        self.answer = answer
 
 
 class ConfigError(FetcherError):

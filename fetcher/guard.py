@@ -2,16 +2,50 @@
 
 This is the address guard shared by the download (before it connects) and by
 ``python -m fetcher check`` (which never connects). Its only I/O is the one lookup
-through the injected resolver.
+through the injected resolver. What it lets through is a :class:`CheckedAddress`, the only
+thing the transport (``fetcher.transport``) accepts, and only this module makes one: so
+"connect only to what was checked" is carried by the types (``mypy --strict``), not by a
+convention.
 """
 
 from __future__ import annotations
 
-from fetcher.errors import HopError, ResolveError
-from fetcher.policy import IPAddress, Policy, classify
+import dataclasses
+
+from fetcher.errors import HopError, NotPublicError, ResolveError
+from fetcher.policy import IPAddress, Policy
 from fetcher.reasons import Reason
 from fetcher.resolver import Resolver
 from fetcher.urls import Address, Refused, parse
+
+# The key only this module holds: CheckedAddress refuses to be made without it.
+_MINT = object()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckedAddress:
+    """A (host name, IP, port) whose IP was resolved for that name and passed rule 2.
+
+    Attributes:
+        host: The normalised host name (or IP literal): SNI, certificate name, Host header.
+        ip: The address the connection goes to, checked by the policy.
+        port: The TCP port.
+
+    # Security
+    Rule 3: the transport connects only to a ``CheckedAddress``, and only
+    :func:`resolve_and_check` makes one, after the policy allowed its IP. Building one
+    anywhere else raises ``TypeError``. Proved by
+    ``tests/fetcher/test_download.py::test_only_the_guard_makes_a_checked_address``.
+    """
+
+    host: str
+    ip: IPAddress
+    port: int
+    mint: dataclasses.InitVar[object] = None
+
+    def __post_init__(self, mint: object) -> None:
+        if mint is not _MINT:
+            raise TypeError("a CheckedAddress is made by fetcher.guard only")
 
 
 def parse_address(url: str, policy: Policy) -> Address:
@@ -44,31 +78,37 @@ def check_answers(address: Address, answers: list[IPAddress], policy: Policy) ->
     """Refuse the address unless every answer is allowed (rule 2).
 
     Raises:
-        HopError: ``not_public`` naming the first answer that is not allowed.
+        NotPublicError: ``not_public``; it carries the refused answer for the fetch log,
+            while its detail names only the host that was asked for.
 
     # Security
     Rule 2: if ANY answer is not public the address is refused. Picking the public answer
     instead would let a name that mixes a public and a private address reach the private
-    one whenever the connection lands there. The download connects only to answers that
-    passed here (rule 3). Tested by ``test_any_non_public_answer_refuses_the_address`` and
-    ``tests/fetcher/test_check_cli.py``.
+    one whenever the connection lands there. The detail, which travels to the gateway and
+    so to the model, never holds a resolved address: a name's internal DNS answers stay in
+    the operator's fetch log. Tested by ``test_any_non_public_answer_refuses_the_address``,
+    ``tests/fetcher/test_check_cli.py`` and, over gRPC,
+    ``test_refusal_details_never_carry_resolved_addresses``.
     """
     for answer in answers:
         if not policy.allows_address(answer):
-            block = classify(answer).block
-            what = block.name if block is not None else "exempt network"
-            raise HopError(Reason.NOT_PUBLIC, f"{address.host} has address {answer} ({what})")
+            if address.ip is not None:
+                detail = f"{address.host} is not a public address"
+            else:
+                detail = f"{address.host} resolves to an address that is not public"
+            raise NotPublicError(detail, answer)
 
 
 async def resolve_and_check(
     address: Address, *, policy: Policy, resolver: Resolver
-) -> list[IPAddress]:
+) -> list[CheckedAddress]:
     """Resolve ``address`` once and check every answer: :func:`lookup` then
     :func:`check_answers`.
 
     Returns:
-        Every answer, all allowed by the policy, in the resolver's order.
+        One :class:`CheckedAddress` per answer, all allowed by the policy, in the
+        resolver's order.
     """
     answers = await lookup(address, resolver)
     check_answers(address, answers, policy)
-    return answers
+    return [CheckedAddress(address.host, answer, address.port, _MINT) for answer in answers]

@@ -1,6 +1,8 @@
 """The fetch log (rule 8): one structured record per hop of every page fetch.
 
-A record holds the time, the address (scheme, host, port and path only), the resolved IP,
+A record holds the time, the address (scheme, host, port and path only), the resolved IP
+(for a name refused as ``not_public``, the answer that was refused: it is kept here and
+nowhere else, never in what the gateway gets),
 the status, the body bytes, the milliseconds, the redirects, the outcome and reason, the
 redirect target (same trimming) and the request id. Nothing else: never a query string,
 user info, fragment, title, text, header or cookie, because those carry what users and
@@ -93,7 +95,7 @@ def fetch_record(hop: HopRecord, *, request_id: str, now: float) -> FetchRecord:
     return {
         "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "url": loggable_address(hop.url),
-        "ip": str(hop.resolved_ip) if hop.resolved_ip is not None else None,
+        "ip": str(ip) if (ip := hop.resolved_ip or hop.refused_ip) is not None else None,
         "status": hop.status,
         "bytes": hop.bytes,
         "ms": hop.elapsed_ms,

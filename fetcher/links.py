@@ -1,15 +1,17 @@
 """Same-site links of a page: which addresses the crawl may follow next (SPEC 7, step 8).
 
-Pure functions. A link survives when it resolves (against ``<base href>`` or the page's final
-address) to an ``http`` or ``https`` address without user info and without a port other than
-443 (or the port of the page itself: production pages are on 443 only, test origins are not);
-it is then written as ``https://host/path?query`` (http upgraded, fragment dropped, host
-lower-cased and IDNA-encoded, unsafe path characters percent-encoded) and kept only when its
-host is on the same site as the start page. Links are deduplicated and capped at
-:data:`MAX_LINKS`, main-content links first (inside ``main``/``article``/``[role=main]``), then
-the rest of the body, then navigation, headers, footers and sidebars. Links to files the
-reader cannot read (images, media, archives, fonts, office documents) are skipped so they do
-not take places among the 24.
+Pure functions. A link is resolved against ``<base href>`` or the page's final address
+(:func:`fetcher.urls.resolve_reference`) and then read by the download's own parser,
+:func:`fetcher.urls.parse`: there is one address parser, so the host whose site is judged here
+is the host the download connects to (http upgraded, ``:80`` of an http link dropped like
+that of a redirect, fragment dropped, IDNA/UTS 46 and numeric hosts normalised). A link
+survives when that parse accepts it under the page's ports (443, or the page's own port:
+production pages are on 443 only, test origins are not), its address is at most
+:data:`MAX_LINK_LENGTH` characters, and its host is on the same site as the start page.
+Links are deduplicated and capped at :data:`MAX_LINKS`, main-content links first (inside
+``main``/``article``/``[role=main]``), then the rest of the body, then navigation, headers,
+footers and sidebars. Links to files the reader cannot read (images, media, archives, fonts,
+office documents) are skipped so they do not take places among the 24.
 
 "Same site" means the same registrable domain (eTLD+1) under the Public Suffix List shipped by
 ``publicsuffixlist``, private section included: ``a.github.io`` and ``b.github.io`` are different
@@ -20,21 +22,21 @@ itself a public suffix, is a site of its own.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import re
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
-from urllib.parse import quote, urljoin, urlsplit
 
-import idna
+from lxml import etree
 from publicsuffixlist import PublicSuffixList
+
+from fetcher.urls import Address, Refused, normalise_host, parse, resolve_reference
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
 __all__ = [
     "MAX_LINKS",
-    "normalize_host",
+    "MAX_LINK_LENGTH",
     "page_links",
     "resolve_link",
     "same_site_links",
@@ -42,19 +44,14 @@ __all__ = [
 ]
 
 MAX_LINKS = 24
+#: Longer links are skipped: real ones are far shorter (sitemaps cap them at 2,048), and a
+#: link travels in the report when it fails, so its size is bounded where it is found.
+MAX_LINK_LENGTH = 2048
 
-_SCHEMES = frozenset({"http", "https"})
-_HOST_CHARS = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
-# WHATWG URL: a host whose last label is a number is an IPv4 address in some notation
-# (2130706433, 0x7f.1, 017700000001), whatever the resolver later makes of it.
-_NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
 # Browsers drop these from hrefs before parsing (WHATWG URL: ASCII tab or newline).
 _HREF_NOISE = str.maketrans("", "", "\t\n\r")
-_SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*):")
-_ABSOLUTE_HOST = re.compile(r"\s*(?:[hH][tT][tT][pP][sS]?:)?//([A-Za-z0-9.:-]+)(?:[/?#]|\Z)")
 _C0_AND_SPACE = "".join(chr(code) for code in range(0x21))
-_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
-_QUERY_SAFE = _PATH_SAFE + "?"
+_ABSOLUTE_HOST = re.compile(r"\s*(?:[hH][tT][tT][pP][sS]?:)?//([A-Za-z0-9.:-]+)(?:[/?#]|\Z)")
 _UNREADABLE = re.compile(
     r"\.(?:jpe?g|png|gif|webp|avif|svg|ico|bmp|tiff?|heic|mp[34]|m4[av]|mov|avi|mkv|webm|ogg|"
     r"oga|wav|flac|aac|zip|gz|tgz|bz2|xz|7z|rar|tar|exe|dmg|msi|deb|rpm|apk|iso|woff2?|ttf|"
@@ -62,9 +59,14 @@ _UNREADABLE = re.compile(
     re.IGNORECASE,
 )
 
+_CHROME_TAGS = frozenset({"nav", "aside", "menu"})
 _CHROME_ROLES = frozenset(
     {"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar"}
 )
+_MAIN_TAGS = frozenset({"main", "article"})
+_EDGE_TAGS = frozenset({"header", "footer"})
+
+_HTTPS_ONLY = frozenset({443})
 
 
 @functools.cache
@@ -73,50 +75,19 @@ def _psl() -> PublicSuffixList:
     return PublicSuffixList()
 
 
-def _is_ip_literal(host: str) -> bool:
-    if ":" in host:
-        return True
-    labels = host.rstrip(".").split(".")
-    return bool(labels) and _NUMERIC_LABEL.fullmatch(labels[-1]) is not None
-
-
-def normalize_host(host: str) -> str | None:
-    """Put a host in the form sites are compared in.
-
-    Args:
-        host: A host name or IP literal as found in a URL (any case, perhaps Unicode,
-            perhaps with a trailing dot or IPv6 brackets).
-
-    Returns:
-        The lower-case ASCII form (IDNA/UTS 46 for Unicode names, compressed form for IPv6,
-        no trailing dot), or ``None`` if it is not a usable host.
-    """
-    if len(host) > 1_000:  # longer than any name IDNA could bring under 253 octets
-        return None
-    host = host.strip().lower()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if ":" in host:
-        try:
-            return ipaddress.IPv6Address(host).compressed
-        except ValueError:
-            return None
-    host = host.removesuffix(".")
-    if not host:
-        return None
-    if not host.isascii():
-        try:
-            host = idna.encode(host, uts46=True).decode("ascii")
-        except (idna.IDNAError, UnicodeError, ValueError):
-            return None
-    if len(host) > 253 or not _HOST_CHARS.fullmatch(host):
-        return None
-    return host
-
-
 @functools.lru_cache(maxsize=4096)
+def _site_of_normal(host: str, is_ip: bool) -> str:
+    if is_ip:
+        return host
+    registrable = _psl().privatesuffix(host)
+    return registrable if isinstance(registrable, str) else host
+
+
 def site_of(host: str) -> str:
     """Return the site of a host: its registrable domain under the Public Suffix List.
+
+    The host is normalised by the address parser's own :func:`fetcher.urls.normalise_host`
+    first, so ``2130706433`` is the site ``127.0.0.1``, as the download would see it.
 
     # Security
     Rule: two hosts are on one site only when their registrable domains are equal. Threat:
@@ -126,51 +97,36 @@ def site_of(host: str) -> str:
     host. Proved by ``tests/fetcher/test_links.py::test_site_of``.
 
     Args:
-        host: A host name or IP literal.
+        host: A host name or IP literal (IPv6 with or without brackets).
 
     Returns:
         The registrable domain (``news.example.co.uk`` -> ``example.co.uk``); the host itself
         when it is an IP literal, a public suffix, or not a valid host name.
     """
-    normal = normalize_host(host)
-    if normal is None:
+    written = host.strip()
+    if ":" in written and not written.startswith("["):
+        written = f"[{written}]"  # a bare IPv6 address
+    normal = normalise_host(written)
+    if isinstance(normal, Refused):
         return host.strip().lower()
-    if _is_ip_literal(normal):
-        return normal
-    registrable = _psl().privatesuffix(normal)
-    return registrable if isinstance(registrable, str) else normal
+    return _site_of_normal(normal[0], normal[1] is not None)
 
 
-_HTTPS_ONLY = frozenset({443})
+def _address_site(address: Address) -> str:
+    return _site_of_normal(address.host, address.ip is not None)
 
 
-def _resolve(href: str, base: str, ports: frozenset[int] = _HTTPS_ONLY) -> tuple[str, str] | None:
-    """Resolve an href: ``(address, host)``, or ``None``; see :func:`resolve_link`."""
+def _follow(href: str, base: Address, ports: frozenset[int]) -> Address | None:
+    """Resolve an href with the one parser: the address to request, or ``None``."""
+    if len(href) > 4 * MAX_LINK_LENGTH:
+        return None  # longer than any link kept, whatever its spaces and noise
     href = href.strip(_C0_AND_SPACE).translate(_HREF_NOISE)
-    scheme = _SCHEME.match(href)
-    if scheme is not None and scheme.group(1).lower() not in _SCHEMES:
-        return None  # javascript:, mailto:, data:, tel: ... (and no need to parse further)
-    try:
-        parts = urlsplit(href if scheme is not None else urljoin(base, href))
-        port = parts.port
-    except ValueError:
+    address = parse(resolve_reference(base, href), ports=ports)
+    if isinstance(address, Refused) or len(address.url) > MAX_LINK_LENGTH:
         return None
-    if parts.scheme.lower() not in _SCHEMES or "@" in parts.netloc:
+    if _UNREADABLE.search(address.target.partition("?")[0]):
         return None
-    if port is not None and port not in ports:
-        return None
-    host = normalize_host(parts.hostname or "")
-    if host is None:
-        return None
-    path = quote(parts.path, safe=_PATH_SAFE) or "/"
-    if _UNREADABLE.search(path):
-        return None
-    netloc = f"[{host}]" if ":" in host else host
-    if port is not None and port != 443:
-        netloc = f"{netloc}:{port}"
-    query = quote(parts.query, safe=_QUERY_SAFE)
-    address = f"https://{netloc}{path}?{query}" if query else f"https://{netloc}{path}"
-    return address, host
+    return address
 
 
 def resolve_link(href: str, base: str, *, ports: frozenset[int] = _HTTPS_ONLY) -> str | None:
@@ -182,25 +138,34 @@ def resolve_link(href: str, base: str, *, ports: frozenset[int] = _HTTPS_ONLY) -
         ports: The ports a link may name explicitly (an explicit 443 is dropped).
 
     Returns:
-        ``https://host[/path][?query]``, or ``None`` for links that cannot be followed:
-        other schemes (``javascript:``, ``mailto:``, ``data:`` ...), user info, a port not
-        in ``ports``, a malformed host, or a file type the reader cannot read.
+        The normalised address (:attr:`fetcher.urls.Address.url`), or ``None`` for links
+        that cannot be followed: other schemes (``javascript:``, ``mailto:``, ``data:``
+        ...), user info, a port not in ``ports``, anything the parser refuses, an address
+        over :data:`MAX_LINK_LENGTH` characters, or a file type the reader cannot read.
     """
-    resolved = _resolve(href, base, ports)
-    return resolved[0] if resolved is not None else None
+    page = parse(base, ports=ports)
+    if isinstance(page, Refused):
+        return None
+    address = _follow(href, page, ports)
+    return address.url if address is not None else None
 
 
 def _surely_elsewhere(href: str, wanted: str) -> bool:
     """A cheap early "no" for absolute links to other sites, which most pages are full of.
 
-    It only ever rejects a link whose written host is on another site; anything it lets
-    through is still fully resolved and checked.
+    It only ever rejects a link whose written host is on another site, normalised by the
+    parser's own :func:`fetcher.urls.normalise_host` (the pattern admits no ``@``, ``%``,
+    ``[`` or ``\\``, so the parser would find the same host); anything it lets through is
+    still fully parsed and checked.
     """
     match = _ABSOLUTE_HOST.match(href)
     if match is None:
         return False
-    host = match.group(1).rpartition(":")[0] or match.group(1)
-    return site_of(host) != wanted
+    written = match.group(1).rpartition(":")[0] or match.group(1)
+    normal = normalise_host(written)
+    if isinstance(normal, Refused):
+        return False
+    return _site_of_normal(normal[0], normal[1] is not None) != wanted
 
 
 def same_site_links(
@@ -216,11 +181,13 @@ def same_site_links(
 
     # Security
     Rule: only https addresses on the start page's site, without user info or a foreign
-    port, leave this function. Threat: a page sending the crawl to another site (a shared
-    hosting neighbour, an IP address, an internal name) or smuggling credentials. Callers may
-    rely on: every result satisfies :func:`resolve_link` and has ``site_of(host) ==
-    site_of(site)``. The address checks of SPEC 7 step 1-4 still run on every hop.
-    Proved by ``tests/fetcher/test_links.py``.
+    port, leave this function, each exactly as :func:`fetcher.urls.parse` reads it. Threat:
+    a page sending the crawl to another site (a shared hosting neighbour, an IP address, an
+    internal name), smuggling credentials, or a parser differential between the crawl's
+    same-site decision and the download's connection. Callers may rely on: every result
+    ``r`` satisfies ``parse(r).url == r`` and ``site_of(parse(r).host) == site_of(site)``.
+    The address checks of SPEC 7 steps 1-4 still run on every hop. Proved by
+    ``tests/fetcher/test_links.py`` (``test_same_site_decision_and_download_agree_on_the_host``).
 
     Args:
         hrefs: Raw ``href`` values, best first.
@@ -233,6 +200,9 @@ def same_site_links(
     Returns:
         Absolute https addresses, in the order given, without duplicates.
     """
+    page = parse(base, ports=ports)
+    if isinstance(page, Refused):
+        return ()
     wanted = site_of(site)
     seen: set[str] = set()
     if exclude is not None:
@@ -245,74 +215,84 @@ def same_site_links(
         if href in tried or _surely_elsewhere(href, wanted):
             continue
         tried.add(href)
-        resolved = _resolve(href, base, ports)
-        if resolved is None or resolved[0] in seen:
+        address = _follow(href, page, ports)
+        if address is None or address.url in seen:
             continue
-        seen.add(resolved[0])
-        if site_of(resolved[1]) == wanted:
-            kept.append(resolved[0])
+        seen.add(address.url)
+        if _address_site(address) == wanted:
+            kept.append(address.url)
     return tuple(kept)
 
 
-def _base_address(root: HtmlElement, url: str) -> str:
-    """The address relative links resolve against: the first ``<base href>``, else ``url``."""
+def _base_address(root: HtmlElement, page: Address, ports: frozenset[int]) -> Address:
+    """The address relative links resolve against: the first ``<base href>``, else the page."""
     for base in root.iter("base"):
         href = base.get("href")
         if href is None:
             continue
-        try:
-            candidate = urljoin(url, href.strip())
-            scheme = urlsplit(candidate).scheme.lower()
-        except ValueError:
-            return url
-        # A base with another scheme (javascript:, data:) would poison every relative link.
-        return candidate if scheme in _SCHEMES else url
-    return url
-
-
-def _anchors_under(landmarks: Iterable[HtmlElement]) -> dict[HtmlElement, None]:
-    """The ``<a href>`` elements inside any of the landmarks, in order, without repeats."""
-    found: dict[HtmlElement, None] = {}
-    for landmark in landmarks:
-        for anchor in landmark.iter("a"):
-            if anchor.get("href") is not None:
-                found[anchor] = None
-    return found
+        # A base the parser refuses (javascript:, data:, another port) would poison every
+        # relative link: the page's own address is used instead.
+        candidate = parse(resolve_reference(page, href.strip()), ports=ports)
+        return candidate if isinstance(candidate, Address) else page
+    return page
 
 
 def _ranked_hrefs(root: HtmlElement) -> Iterator[str]:
     """Yield href values best first: main content, then the rest of the body, then chrome.
 
-    A generator, so the work stops once the caller has its 24 links: on most pages the
-    main content alone supplies them. Anchors key sets and dicts: lxml hands back the same
-    proxy object for a node while a reference to it is alive, which these containers keep.
+    nav/aside/menu and chrome roles are chrome even inside an article (a table of contents,
+    a "read next" box); header/footer only outside it (byline, tags). One walk over the
+    tree with a count of the open landmarks of each kind, so the cost is linear in the page
+    whatever its nesting (nested landmarks used to cost depth x links).
     """
-    with_role = root.xpath("//body//*[@role]")
-    # nav/aside/menu and chrome roles are chrome even inside an article (a table of
-    # contents, a "read next" box); header/footer only outside it (byline, tags).
-    chrome = _anchors_under(
-        [
-            *root.iter("nav", "aside", "menu"),
-            *(e for e in with_role if e.get("role") in _CHROME_ROLES),
-        ]
-    )
-    main = _anchors_under(
-        [*root.iter("main", "article"), *(e for e in with_role if e.get("role") == "main")]
-    )
-    for anchor in main:
-        if anchor not in chrome:
-            yield str(anchor.get("href"))
-    edge = _anchors_under(root.iter("header", "footer"))
-    later: list[HtmlElement] = []
-    for anchor in root.iter("a"):
-        if anchor in main and anchor not in chrome:
+    main: list[str] = []
+    body: list[str] = []
+    later: list[str] = []
+    open_main = open_chrome = open_edge = in_body = 0
+    # Per element: which counters it raised, to lower them on its end event.
+    raised: list[tuple[int, int, int, int]] = []
+    for event, element in etree.iterwalk(root, events=("start", "end")):
+        if event == "end":
+            m, c, e, b = raised.pop()
+            open_main, open_chrome, open_edge, in_body = (
+                open_main - m,
+                open_chrome - c,
+                open_edge - e,
+                in_body - b,
+            )
             continue
-        if anchor in chrome or anchor in edge:
-            later.append(anchor)
-        elif anchor.get("href") is not None:
-            yield str(anchor.get("href"))
-    for anchor in later:
-        yield str(anchor.get("href"))
+        tag = element.tag
+        if not isinstance(tag, str):
+            raised.append((0, 0, 0, 0))
+            continue
+        role = element.get("role") if in_body else None
+        m = int(tag in _MAIN_TAGS or role == "main")
+        c = int(tag in _CHROME_TAGS or role in _CHROME_ROLES)
+        e = int(tag in _EDGE_TAGS)
+        b = int(tag == "body")
+        raised.append((m, c, e, b))
+        open_main, open_chrome, open_edge, in_body = (
+            open_main + m,
+            open_chrome + c,
+            open_edge + e,
+            in_body + b,
+        )
+        if tag != "a":
+            continue
+        href = element.get("href")
+        if href is None:
+            continue
+        if open_chrome:
+            later.append(href)
+        elif open_main:
+            main.append(href)
+        elif open_edge:
+            later.append(href)
+        else:
+            body.append(href)
+    yield from main
+    yield from body
+    yield from later
 
 
 def page_links(root: HtmlElement, *, url: str, site: str | None = None) -> tuple[str, ...]:
@@ -326,19 +306,16 @@ def page_links(root: HtmlElement, *, url: str, site: str | None = None) -> tuple
     Returns:
         At most :data:`MAX_LINKS` https addresses, main-content links first.
     """
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        # Links may stay on the page's own port: 443 in production, where the downloader
-        # refuses any other; a test origin's port in tests.
-        ports = _HTTPS_ONLY | {parts.port} if parts.port else _HTTPS_ONLY
-    except ValueError:
+    # Links may stay on the page's own port: 443 in production, where the downloader
+    # refuses any other; a test origin's port in tests.
+    page = parse(url, ports=frozenset(range(1, 65536)))
+    if isinstance(page, Refused):
         return ()
-    own = resolve_link(url, url, ports=ports)
+    ports = _HTTPS_ONLY | {page.port}
     return same_site_links(
         _ranked_hrefs(root),
-        base=_base_address(root, url),
-        site=site if site is not None else host,
-        exclude=own,
+        base=_base_address(root, page, ports).url,
+        site=site if site is not None else page.host,
+        exclude=page.url,
         ports=ports,
     )

@@ -12,28 +12,36 @@ Exposition in production: the fetcher's sandbox blocks loopback, ingress include
 port opened by the fetcher itself cannot be scraped. systemd creates the listener instead
 (``deploy/systemd/fetcher-metrics.socket``, 127.0.0.1:9464) and passes it in as a file
 descriptor; connections accepted on it are not filtered by the service's
-``IPAddressDeny=``. :func:`serve_metrics` answers ``GET /metrics`` on such a socket, or,
-in development, on a loopback port of its own.
+``IPAddressDeny=``. :class:`MetricsEndpoint` serves prometheus_client's own ASGI app on
+such a socket with uvicorn, or, in development, on a loopback port of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.metadata
 import socket
+from collections.abc import Iterator
 
+import prometheus_client
+import uvicorn
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from fetcher.errors import ConfigError
 from fetcher.outcome import HopRecord
 from fetcher.reasons import Reason
 from fetcher.report import Report
+from fetcher.settings import parse_listen
+from fetcher.workers import WorkerPool
 
 PREFIX = "tigress_fetcher"
 HOP_OUTCOMES = ("ok", "redirect", "refused", "failed")
 NO_REASON = "none"
 RPC_METHODS = ("Read", "ReadStream")
+STOP_REASONS = ("cpu", "memory", "wall", "crashed")
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0)
 BYTES_BUCKETS = (1024, 4096, 16384, 65536, 262144, 1048576, 2097152)
@@ -106,6 +114,11 @@ class Metrics:
             buckets=CALL_BUCKETS,
             registry=registry,
         )
+        self.internal_errors = Counter(
+            f"{PREFIX}_internal_errors_total",
+            "Pages that failed through a bug of the fetcher (reason internal; logged).",
+            registry=registry,
+        )
         self.build_info = Gauge(
             f"{PREFIX}_build_info",
             "Always 1; the version label names the running build.",
@@ -121,6 +134,28 @@ class Metrics:
             self.grpc_handled.labels(method=method, code="OK")
             self.grpc_handling.labels(method=method)
 
+    def watch_pool(self, pool: WorkerPool) -> None:
+        """Exports the render worker pool's state, read at each scrape."""
+        busy = Gauge(
+            f"{PREFIX}_render_workers_busy",
+            "Render workers turning a page into text now.",
+            registry=self.registry,
+        )
+        busy.set_function(lambda: pool.busy)
+        waiting = Gauge(
+            f"{PREFIX}_render_waiting",
+            "Pages waiting for a render worker (saturation when it stays above zero).",
+            registry=self.registry,
+        )
+        waiting.set_function(lambda: pool.waiting)
+        workers = Gauge(
+            f"{PREFIX}_render_workers",
+            "Render worker processes in the pool.",
+            registry=self.registry,
+        )
+        workers.set(pool.workers)
+        self.registry.register(_StopsCollector(pool))
+
     def observe_hop(self, hop: HopRecord) -> None:
         """Counts one hop of a download (the downloader's observer calls this)."""
         outcome = hop.outcome
@@ -133,8 +168,9 @@ class Metrics:
             self.redirects.inc()
 
     def observe_report(self, report: Report) -> None:
-        """Counts the pages of one completed read."""
+        """Counts the pages of one completed read, and its pages lost to bugs."""
         self.pages_per_read.observe(len(report.pages))
+        self.internal_errors.inc(report.internal_errors)
 
     def observe_call(self, method: str, code: str, seconds: float) -> None:
         """Counts one finished gRPC call.
@@ -162,65 +198,97 @@ def exposition(registry: CollectorRegistry, accept: str = "") -> tuple[bytes, st
     return encoder(registry), content_type
 
 
+#: The most connections the endpoint holds at once; one more gets 503 (uvicorn's limit).
+MAX_CONNECTIONS = 16
+#: The most bytes of a request head before it is refused (h11's limit, via uvicorn).
 MAX_REQUEST_HEAD = 8192
-REQUEST_TIMEOUT = 5.0
 
 
-async def _answer(
-    registry: CollectorRegistry, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
-    """Answers one HTTP/1.x request and closes the connection.
+class MetricsEndpoint:
+    """``GET /metrics`` served by prometheus_client's ASGI app on uvicorn.
 
-    # Security
-    The request head is read within 5 seconds and 8 KiB, or the connection is dropped;
-    only ``GET``/``HEAD /metrics`` is answered, with nothing but the exposition. A slow
-    or oversized client cannot hold the fetcher's loop. Proved by
-    ``tests/fetcher/test_metrics.py::test_metrics_endpoint_drops_a_client_that_never_sends_a_request``.
+    The listeners are opened elsewhere: by systemd (``fetcher-metrics.socket``), or by
+    :func:`bind_metrics_listener` in development. While it serves, uvicorn holds SIGTERM
+    and SIGINT; on one it stops, puts the previous handlers back and raises the signal
+    again (uvicorn's documented behaviour), so the fetcher's own shutdown follows.
     """
-    try:
-        async with asyncio.timeout(REQUEST_TIMEOUT):
-            head = await reader.readuntil(b"\r\n\r\n")
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, *_ = [*lines[0].split(" "), "", ""]
-        accept = ""
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            if name.strip().lower() == "accept":
-                accept = value.strip()
-        if method not in ("GET", "HEAD"):
-            status, content_type, body = "405 Method Not Allowed", "text/plain", b"GET only\n"
-        elif target.partition("?")[0] != "/metrics":
-            status, content_type, body = "404 Not Found", "text/plain", b"see /metrics\n"
-        else:
-            body, content_type = exposition(registry, accept)
-            status = "200 OK"
-        writer.write(
-            f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode("latin-1")
+
+    def __init__(self, registry: CollectorRegistry, listeners: list[socket.socket]) -> None:
+        """Prepares the server; nothing is served until :meth:`start`.
+
+        # Security
+        Only the exposition of ``registry`` is served (prometheus_client's app answers
+        every path with it, ``HEAD`` without a body); no lifespan, no access log, no
+        server header. A request head over 8 KiB is refused and at most 16 connections
+        are held at once, so a client cannot grow the fetcher's memory; the listener is
+        reachable from loopback only (the socket unit's ``IPAddressAllow=localhost``).
+        Proved by ``tests/fetcher/test_metrics.py``
+        (``test_metrics_endpoint_refuses_an_oversized_request``).
+        """
+        config = uvicorn.Config(
+            prometheus_client.make_asgi_app(registry),
+            lifespan="off",
+            access_log=False,
+            log_level="warning",
+            server_header=False,
+            limit_concurrency=MAX_CONNECTIONS,
+            h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
         )
-        if method != "HEAD":
-            writer.write(body)
-        await writer.drain()
-    except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
-        pass
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
+        self._server = uvicorn.Server(config)
+        self._listeners = listeners
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Starts answering on the listeners."""
+        self._task = asyncio.create_task(self._server.serve(sockets=self._listeners))
+        # uvicorn says it has started through a flag, not an event.
+        while not self._server.started and not self._task.done():  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        if self._task.done():
+            self._task.result()  # start-up failed: say why
+
+    async def stop(self) -> None:
+        """Stops answering and closes the connections."""
+        if self._task is None:
+            return
+        self._server.should_exit = True
+        await self._task
+        self._task = None
 
 
-async def serve_metrics(registry: CollectorRegistry, listener: socket.socket) -> asyncio.Server:
-    """Serves ``GET /metrics`` on a listening socket that was opened elsewhere.
+def bind_metrics_listener(target: str) -> socket.socket:
+    """A listening socket on a loopback ``HOST:PORT`` (development's ``metrics_listen``).
 
-    Args:
-        registry: The metrics to expose.
-        listener: A listening TCP socket (systemd's, or one bound for development).
-
-    Returns:
-        The running server; close it to stop.
+    Raises:
+        ConfigError: The address cannot be bound (the message names it).
     """
+    listen = parse_listen(target)
+    assert listen.host is not None
+    port = int(listen.target.rpartition(":")[2])
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((listen.host, port))
+    except OSError as exc:
+        listener.close()
+        raise ConfigError(f"bad value {target!r} for metrics_listen: {exc.strerror}") from exc
+    listener.listen(16)
+    return listener
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _answer(registry, reader, writer)
 
-    return await asyncio.start_server(handle, sock=listener, limit=MAX_REQUEST_HEAD)
+class _StopsCollector(Collector):
+    """``tigress_fetcher_render_stops_total{why}``: tasks the pool stopped, by limit."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self._pool = pool
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            f"{PREFIX}_render_stops",
+            "Page renders stopped at a limit (cpu, memory, wall) or by a worker crash.",
+            labels=["why"],
+        )
+        for why in STOP_REASONS:
+            family.add_metric([why], self._pool.stopped[why])
+        yield family

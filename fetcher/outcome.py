@@ -80,6 +80,8 @@ class HopRecord:
 
     ``url`` is the normalised address; loggers must strip its query before writing it.
     ``reason`` is ``None`` for a hop that succeeded or that ended in a followed redirect.
+    ``refused_ip`` is the answer that made a name ``not_public``: the operator's fetch log
+    shows it, the report never does.
     """
 
     url: str
@@ -91,6 +93,7 @@ class HopRecord:
     reason: Reason | None
     redirect_to: str | None = None
     request_id: str = ""
+    refused_ip: IPAddress | None = None
 
     @property
     def outcome(self) -> str:

@@ -168,10 +168,6 @@ class Policy:
     ports: frozenset[int] = frozenset({443})
     exempt: tuple[IPNetwork, ...] = ()
 
-    def allows_port(self, port: int) -> bool:
-        """True when ``port`` may be connected to."""
-        return port in self.ports
-
     def allows_address(self, address: IPAddress) -> bool:
         """True when ``address`` may be connected to.
 

@@ -18,7 +18,10 @@ its guard wiped whole articles on real pages:
   holds at most 30 % of the page's text; words for the page's own chrome (nav, widget,
   footer) count only outside ``article``/``main``.
 
-The tree is changed in place. Nothing here recurses in Python, so deep trees are safe.
+The tree is changed in place. Nothing here recurses in Python, so deep trees are safe, and
+nothing costs depth x size: an element nested in a dropped one is not dropped again (lxml
+walks a subtree on every removal), "is it inside an article" is remembered along each
+chain of ancestors, and the boilerplate rule counts text for all its candidates in one walk.
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from lxml import etree
 
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
@@ -156,21 +162,94 @@ def _with_ancestors(elements: list[HtmlElement]) -> set[HtmlElement]:
     return holders
 
 
-def _inside_content(element: HtmlElement) -> bool:
-    for ancestor in element.iterancestors():
-        if ancestor.tag in ("article", "main") or ancestor.get("role") == "main":
-            return True
-    return False
+class _MarkedAbove:
+    """Answers "is an ancestor of this element marked?" in amortised linear time.
+
+    Each element's answer ("it or an ancestor is marked") is remembered, so a chain of
+    ancestors is walked once however many of its elements are asked about.
+    """
+
+    def __init__(self, marked: Callable[[HtmlElement], bool]) -> None:
+        self._marked = marked
+        self._memo: dict[HtmlElement, bool] = {}
+
+    def __call__(self, element: HtmlElement) -> bool:
+        chain: list[HtmlElement] = []
+        node = element.getparent()
+        answer = False
+        while node is not None:
+            known = self._memo.get(node)
+            if known is not None:
+                answer = known
+                break
+            chain.append(node)
+            node = node.getparent()
+        for node in reversed(chain):
+            answer = answer or self._marked(node)
+            self._memo[node] = answer
+        return answer
 
 
-def _names_boilerplate(element: HtmlElement) -> bool:
+def _is_content(element: HtmlElement) -> bool:
+    return element.tag in ("article", "main") or element.get("role") == "main"
+
+
+def _names_boilerplate(element: HtmlElement, inside_content: _MarkedAbove) -> bool:
     value = f"{element.get('class', '')} {element.get('id', '')}"
     words = [w.lower() for w in _WORDS.findall(value)]
     if any(_CONTENT_WORD.fullmatch(w) for w in words):
         return False
     if any(_BOILERPLATE_WORD.fullmatch(w) for w in words):
         return True
-    return any(_PAGE_CHROME_WORD.fullmatch(w) for w in words) and not _inside_content(element)
+    return any(_PAGE_CHROME_WORD.fullmatch(w) for w in words) and not inside_content(element)
+
+
+def _drop_outermost(elements: list[HtmlElement]) -> None:
+    """Drop each element that is not inside another one of them (those go with it)."""
+    doomed = set(elements)
+    inside_doomed = _MarkedAbove(doomed.__contains__)
+    outermost = [element for element in elements if not inside_doomed(element)]
+    for element in outermost:
+        _drop(element)
+
+
+def _text_counts(
+    root: HtmlElement, candidates: list[HtmlElement]
+) -> tuple[int, dict[HtmlElement, tuple[int, int, int]]]:
+    """Non-blank characters of the page, and of each candidate with its span in document order.
+
+    One walk: text goes to the innermost open candidate, whose total goes to the next one
+    out when it closes. A candidate's span (first and last element number) tells whether
+    another candidate is inside it.
+    """
+    wanted = set(candidates)
+    found: dict[HtmlElement, tuple[int, int, int]] = {}
+    open_: list[tuple[HtmlElement, int, int]] = []  # candidate, its count, its number
+    total = 0
+    number = 0
+    for event, element in etree.iterwalk(root, events=("start", "end")):
+        if event == "start":
+            number += 1
+            chars = _non_space(element.text) if isinstance(element.tag, str) else 0
+            if element in wanted:
+                open_.append((element, chars, number))
+            elif open_:
+                top, count, first = open_[-1]
+                open_[-1] = (top, count + chars, first)
+            total += chars
+            continue
+        if open_ and open_[-1][0] is element:
+            _, count, first = open_.pop()
+            found[element] = (count, first, number)
+            if open_:
+                top, outer, outer_first = open_[-1]
+                open_[-1] = (top, outer + count, outer_first)
+        tail = _non_space(element.tail) if element is not root else 0
+        if tail and open_:
+            top, count, first = open_[-1]
+            open_[-1] = (top, count + tail, first)
+        total += tail
+    return total, found
 
 
 def _hint_positions(joined: str) -> list[int]:
@@ -238,39 +317,44 @@ def prune_chrome(root: HtmlElement) -> None:
     # inside one saves it: that means the page marked its landmarks wrongly.
     holds_main = _with_ancestors(mains)
     holds_content = _with_ancestors(articles + mains)
-    for element in list(root.iter(*_CHROME_TAGS)):
-        if element not in holds_main:
-            _drop(element)
+    inside_content = _MarkedAbove(_is_content)
+    doomed = [element for element in root.iter(*_CHROME_TAGS) if element not in holds_main]
     for name, value, element in marked:
         if element.tag in ("html", "body"):
             continue
         if name == "role":
             if value in _CHROME_ROLES and element not in holds_main:
-                _drop(element)
+                doomed.append(element)
         elif _is_hidden(name, value) and element not in holds_content:
-            _drop(element)
-    for element in list(root.iter("header", "footer")):
-        if element not in holds_content and not _inside_content(element):
-            _drop(element)
+            doomed.append(element)
+    for element in root.iter("header", "footer"):
+        if element not in holds_content and not inside_content(element):
+            doomed.append(element)
+    _drop_outermost(doomed)
     for element in list(root.iter("form")):
         if element in holds_content:
             continue
         paragraphs = itertools.islice(element.iter("p"), _MIN_FORM_PARAGRAPHS)
         if sum(1 for _ in paragraphs) < _MIN_FORM_PARAGRAPHS:
             _drop(element)  # a search box or a sign-up form, not an article
-    page_text = 0
-    dropped: set[HtmlElement] = set()
-    for element in _hinted_elements(root):
-        if element in holds_content or not _names_boilerplate(element):
-            continue
-        if any(ancestor in dropped for ancestor in element.iterancestors()):
-            continue  # already gone with an ancestor: spare the text count
-        if not page_text:
-            page_text = max(text_length(root), 1)
-        if text_length(element) > _MAX_BOILERPLATE_SHARE * page_text:
+    candidates = [
+        element
+        for element in _hinted_elements(root)
+        if element not in holds_content and _names_boilerplate(element, inside_content)
+    ]
+    if not candidates:
+        return
+    page_text, counts = _text_counts(root, candidates)
+    page_text = max(page_text, 1)
+    dropped_until = 0  # the last element number inside what was dropped so far
+    for element in candidates:
+        chars, first, last = counts[element]
+        if first <= dropped_until:
+            continue  # already gone with an ancestor
+        if chars > _MAX_BOILERPLATE_SHARE * page_text:
             continue
         _drop(element)
-        dropped.add(element)
+        dropped_until = last
 
 
 def _non_space(text: str | None) -> int:

@@ -26,22 +26,4 @@ class Reason(enum.StrEnum):
     CONTENT_TYPE = "content_type"  # not text/html, text/plain or text/markdown
     HTTP_STATUS = "http_status"  # a status that is neither success nor a redirect
     REDIRECTS = "redirects"  # more redirects than allowed
-
-
-#: Human wording for each reason, used in the model's tool text and the CLI.
-DESCRIPTIONS: dict[Reason, str] = {
-    Reason.SCHEME: "only https addresses can be opened",
-    Reason.PORT: "only the standard https port (443) can be opened",
-    Reason.USERINFO: "addresses with a user name or password cannot be opened",
-    Reason.MALFORMED: "the address is not well formed",
-    Reason.NOT_IN_ANSWER: "not in this answer's search results",
-    Reason.NOT_PUBLIC: "the address is not on the public internet",
-    Reason.DNS: "the name does not resolve",
-    Reason.CONNECT: "the server could not be reached",
-    Reason.TLS: "the secure connection failed (certificate or handshake)",
-    Reason.TIMEOUT: "the page took too long",
-    Reason.TOO_LARGE: "the page is too large",
-    Reason.CONTENT_TYPE: "the page is not text or HTML",
-    Reason.HTTP_STATUS: "the server answered with an error status",
-    Reason.REDIRECTS: "too many redirects",
-}
+    INTERNAL = "internal"  # the fetcher failed on this page (a bug, logged); never the web

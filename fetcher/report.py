@@ -10,6 +10,10 @@ import dataclasses
 
 from fetcher.reasons import Reason
 
+#: The most characters of an address or a detail a failure carries: a page may link to a
+#: megabyte-long address, and the report must still fit in one gRPC message.
+MAX_FAILURE_TEXT = 2048
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PageRead:
@@ -27,12 +31,21 @@ class PageRead:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PageFailed:
-    """A page of the crawl that was refused or could not be read."""
+    """A page of the crawl that was refused or could not be read.
+
+    ``url`` and ``detail`` are cut to :data:`MAX_FAILURE_TEXT` characters when made.
+    """
 
     url: str
     reason: Reason
     detail: str
     depth: int
+
+    def __post_init__(self) -> None:
+        for name in ("url", "detail"):
+            text = getattr(self, name)
+            if len(text) > MAX_FAILURE_TEXT:
+                object.__setattr__(self, name, text[: MAX_FAILURE_TEXT - 3] + "...")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,6 +59,8 @@ class Report:
     pages: tuple[PageRead, ...]
     failures: tuple[PageFailed, ...]
     elapsed_ms: int
+    #: Pages that failed through a bug of the fetcher (``internal``): for the metrics.
+    internal_errors: int = dataclasses.field(default=0, compare=False)
 
     @property
     def first_page_failed(self) -> bool:

@@ -3,23 +3,41 @@
 The fetcher calls :meth:`Resolver.resolve` exactly once per hop and connects only to an
 address from that answer, so a DNS server that changes its answer between a check and
 a connection (DNS rebinding) cannot steer the connection.
+
+Production lookups go through c-ares (``aiodns``/``pycares``), not ``getaddrinfo`` in
+threads. c-ares reads ``/etc/resolv.conf`` (nameservers, search, ndots, timeouts),
+``/etc/hosts`` and the ``hosts:`` order of ``/etc/nsswitch.conf`` as the system resolver
+does, but a lookup is a socket in c-ares' one event thread, not a thread of its own: a
+name whose servers never answer costs its own lookup (cut at :data:`DEFAULT_TIMEOUT`)
+and nothing else. ``getaddrinfo`` threads could not be stopped: glibc retries past any
+timeout, they filled the shared thread pool, so every other read failed with ``dns``,
+and they held up shutdown. What c-ares does not do is NSS modules (``nss-resolve``,
+``mdns``): with systemd-resolved, the stub 127.0.0.53 from ``resolv.conf`` is queried
+directly (the unit must allow that address; see ``deploy/systemd/README.md``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from ipaddress import IPv4Address, IPv6Address, ip_address
 from typing import Protocol
+
+import aiodns
 
 from fetcher.errors import ResolveError
 
 IPAddress = IPv4Address | IPv6Address
 
-__all__ = ["ResolveError", "Resolver", "StaticResolver", "SystemResolver"]
+__all__ = ["DnsResolver", "ResolveError", "Resolver", "StaticResolver"]
 
+#: Seconds one lookup may take, all its tries included.
 DEFAULT_TIMEOUT = 5.0
+#: c-ares' own budget per try and tries per server: a query it keeps running after the
+#: caller gave up (a cancelled lookup is not withdrawn from c-ares) ends within this.
+_TRY_TIMEOUT = 2.0
+_TRIES = 2
 
 
 class Resolver(Protocol):
@@ -30,31 +48,66 @@ class Resolver(Protocol):
         ...
 
 
-class SystemResolver:
-    """The operating system's resolver (``getaddrinfo``), with a timeout."""
+class DnsResolver:
+    """The system's DNS configuration, asked through c-ares, one bounded lookup at a time.
 
-    def __init__(self, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    Must be made inside the running event loop it will serve.
+    """
+
+    def __init__(
+        self, *, timeout: float = DEFAULT_TIMEOUT, nameservers: Sequence[str] | None = None
+    ) -> None:
+        """Prepares the c-ares channel.
+
+        Args:
+            timeout: Seconds one lookup may take, all tries included.
+            nameservers: ``ip`` or ``ip:port`` servers to ask instead of ``resolv.conf``'s
+                (tests point this at a DNS server on loopback).
+        """
         self._timeout = timeout
+        self._dns = aiodns.DNSResolver(
+            nameservers=list(nameservers) if nameservers else None,
+            loop=asyncio.get_running_loop(),
+            timeout=min(_TRY_TIMEOUT, timeout),
+            tries=_TRIES,
+        )
 
     async def resolve(self, host: str) -> list[IPAddress]:
-        """Resolve ``host`` with ``getaddrinfo``; every address family, TCP only."""
-        loop = asyncio.get_running_loop()
+        """Resolve ``host``: its IPv4 and IPv6 addresses, in the order c-ares gives them.
+
+        # Security
+        A lookup ends after ``timeout`` seconds whatever the DNS server does, and a
+        lookup that hangs holds no thread, slot or lock that another lookup, a page
+        render or shutdown waits for. Proved by
+        ``tests/fetcher/test_resolver.py::test_names_that_never_resolve_delay_only_themselves``.
+        """
         try:
             async with asyncio.timeout(self._timeout):
-                infos = await loop.getaddrinfo(host, 443, type=socket.SOCK_STREAM)
+                result = await self._dns.getaddrinfo(
+                    host, family=socket.AF_UNSPEC, port=443, type=socket.SOCK_STREAM
+                )
         except TimeoutError as exc:
             raise ResolveError(f"lookup timed out after {self._timeout:g} s") from exc
-        except (OSError, UnicodeError) as exc:
+        except aiodns.error.DNSError as exc:
+            message = exc.args[1] if len(exc.args) > 1 else str(exc)
+            raise ResolveError(str(message) or "lookup failed") from exc
+        except (OSError, UnicodeError, ValueError) as exc:
             raise ResolveError(str(exc) or type(exc).__name__) from exc
         addresses: list[IPAddress] = []
-        for _family, _type, _proto, _name, sockaddr in infos:
+        for node in result.nodes:
+            raw = node.addr[0]
+            text = raw.decode("ascii") if isinstance(raw, bytes) else str(raw)
             # Scope IDs ("fe80::1%eth0") are cut off: the bare address is what is judged.
-            address = ip_address(str(sockaddr[0]).partition("%")[0])
+            address = ip_address(text.partition("%")[0])
             if address not in addresses:
                 addresses.append(address)
         if not addresses:
             raise ResolveError("no addresses")
         return addresses
+
+    async def aclose(self) -> None:
+        """Stops every lookup still running and releases the channel."""
+        await self._dns.close()
 
 
 class StaticResolver:

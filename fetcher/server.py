@@ -1,14 +1,20 @@
 """The fetcher process: composition root, gRPC server lifecycle, signals (``fetcher serve``).
 
-:func:`serve` builds the real parts once (settings, metrics registry, fetch log,
-downloader, crawl) and hands them to :class:`FetcherServer`, which owns the ``grpc.aio``
-server, the standard health service and the service's lifecycle:
+:func:`serve` builds the real parts once (settings, metrics registry, fetch log, render
+worker pool, downloader, crawler) and hands them to :class:`FetcherServer`, which owns the
+``grpc.aio`` server, the standard health service and the service's lifecycle:
 
-1. start: listen on every address (a Unix socket by default), health ``SERVING``, tell
-   systemd ``READY=1``, serve ``/metrics`` on the listener systemd passed in (if any);
-2. SIGTERM or SIGINT: health ``NOT_SERVING`` (load balancers and the gateway see it), new
+1. start: listen on every address (a Unix socket by default, mode 0660 in a folder of
+   mode 0750 whatever the umask), health ``SERVING``, tell systemd ``READY=1``
+   (``fetcher.systemd``), serve ``/metrics`` on the listener systemd passed in (if any);
+2. while running: the service's own health name (``tigress.fetcher.v1.FetcherService``)
+   says ``NOT_SERVING`` while the render pool is saturated (every worker busy and as many
+   pages again waiting) and ``SERVING`` again once it is not; the overall name ``""``
+   stays ``SERVING`` (the process is up and takes reads, which wait their turn);
+3. SIGTERM or SIGINT: health ``NOT_SERVING`` (load balancers and the gateway see it), new
    reads get ``UNAVAILABLE``, reads in flight get ``shutdown_grace_seconds`` to finish,
-   then the server stops (cancelling what is left) and the process exits 0.
+   then the server stops (cancelling what is left), the render workers and the lookups
+   still running are stopped, and the process exits 0.
 
 The command line (``python -m fetcher serve``) uses :func:`add_serve_arguments` and
 :func:`run_serve`.
@@ -22,10 +28,9 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import stat
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import grpc
@@ -33,23 +38,26 @@ import prometheus_client
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
-from fetcher.crawl import crawl
+from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader
 from fetcher.errors import ConfigError
 from fetcher.journal import FetchLog, choose_sink
-from fetcher.metrics import Metrics, serve_metrics
+from fetcher.metrics import Metrics, MetricsEndpoint, bind_metrics_listener
 from fetcher.outcome import HopRecord
-from fetcher.report import Report
-from fetcher.service import FetcherServicer, OnPage, Reader
-from fetcher.settings import Listen, Settings, describe, load_settings, parse_listen
+from fetcher.service import FetcherServicer, Reader
+from fetcher.settings import Listen, Settings, describe, load_settings
+from fetcher.systemd import sd_notify, systemd_listeners
 from fetcher.transport import default_ssl_context
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
+from fetcher.workers import WorkerPool
 
 logger = logging.getLogger("fetcher")
 
 SERVICE_NAME: str = fetcher_pb2.DESCRIPTOR.services_by_name["FetcherService"].full_name
-#: systemd passes inherited sockets from this descriptor on (sd_listen_fds(3)).
-LISTEN_FDS_START = 3
+#: Seconds between two looks at the render pool's saturation (for health).
+SATURATION_CHECK_SECONDS = 0.5
+SOCKET_MODE = 0o660
+SOCKET_FOLDER_MODE = 0o750
 
 
 def grpc_options(settings: Settings) -> list[tuple[str, int]]:
@@ -75,12 +83,41 @@ def grpc_options(settings: Settings) -> list[tuple[str, int]]:
 
 
 def _prepare_unix_path(path: Path) -> None:
-    """Makes the socket's folder (development) and refuses to replace anything but a socket."""
-    path.parent.mkdir(mode=0o750, parents=True, exist_ok=True)
+    """Makes the socket's folder (mode 0750) and refuses a folder others may write to, or
+    anything but a socket at the path.
+
+    # Security
+    Only the fetcher's user and group (the gateway) may reach the socket: the folder a
+    new socket goes into is made 0750 whatever the umask, and a folder others can write
+    to is refused unless it is sticky (anyone could replace the socket with their own and
+    read what the gateway asks). Proved by ``tests/fetcher/test_service_settings.py``
+    (``test_socket_and_folder_modes_hold_under_umask_000``,
+    ``test_a_folder_others_can_write_to_is_refused``).
+    """
+    folder = path.parent
+    if not folder.exists():
+        folder.mkdir(mode=SOCKET_FOLDER_MODE, parents=True)
+        os.chmod(folder, SOCKET_FOLDER_MODE)
+    mode = folder.stat().st_mode
+    # A sticky folder (/tmp) lets others add files but not replace ours.
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        raise ConfigError(
+            f"bad value for listen: the folder {str(folder)!r} is writable by others; "
+            "make it 0750 (systemd: RuntimeDirectoryMode=0750)"
+        )
     with contextlib.suppress(FileNotFoundError):
         mode = os.lstat(path).st_mode
         if not stat.S_ISSOCK(mode):
             raise ConfigError(f"bad value for listen: {str(path)!r} exists and is not a socket")
+
+
+@contextlib.contextmanager
+def _umask(mask: int) -> Iterator[None]:
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
 def _server_credentials(settings: Settings) -> grpc.ServerCredentials:
@@ -106,16 +143,26 @@ def _server_credentials(settings: Settings) -> grpc.ServerCredentials:
 class FetcherServer:
     """The running gRPC server with health checking and graceful shutdown."""
 
-    def __init__(self, settings: Settings, *, reader: Reader, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        reader: Reader,
+        metrics: Metrics,
+        pool: WorkerPool | None = None,
+    ) -> None:
         """Prepares the server; nothing listens until :meth:`start`.
 
         Args:
             settings: Listen addresses, limits and the shutdown grace period.
             reader: What reads an address (the crawl in production).
             metrics: The metrics the servicer updates.
+            pool: The render worker pool whose saturation health reports.
         """
         self.settings = settings
         self.metrics = metrics
+        self.pool = pool
+        self._watch: asyncio.Task[None] | None = None
         self.health = health.aio.HealthServicer()
         self.servicer = FetcherServicer(
             reader=reader,
@@ -143,12 +190,36 @@ class FetcherServer:
         self._server = server
         for name in ("", SERVICE_NAME):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if self.pool is not None:
+            self._watch = asyncio.create_task(self._watch_saturation(self.pool))
+
+    async def _watch_saturation(self, pool: WorkerPool) -> None:
+        """Keeps the service's health name ``NOT_SERVING`` while the render pool is saturated."""
+        saturated = False
+        while True:
+            await asyncio.sleep(SATURATION_CHECK_SECONDS)
+            if pool.saturated != saturated:
+                saturated = pool.saturated
+                status = health_pb2.HealthCheckResponse
+                await self.health.set(
+                    SERVICE_NAME, status.NOT_SERVING if saturated else status.SERVING
+                )
+                logger.warning(
+                    "render pool %s: %d busy, %d waiting",
+                    "saturated" if saturated else "no longer saturated",
+                    pool.busy,
+                    pool.waiting,
+                )
 
     def _add_port(self, server: grpc.aio.Server, listen: Listen) -> int:
         try:
             if listen.unix_path is not None:
                 _prepare_unix_path(listen.unix_path)
-                return server.add_insecure_port(listen.target)
+                # grpc binds here; the umask makes the socket 0660 from its first moment.
+                with _umask(0o777 & ~SOCKET_MODE):
+                    port = server.add_insecure_port(listen.target)
+                os.chmod(listen.unix_path, SOCKET_MODE)
+                return port
             if self.settings.tls:
                 return server.add_secure_port(listen.target, _server_credentials(self.settings))
             return server.add_insecure_port(listen.target)
@@ -163,6 +234,11 @@ class FetcherServer:
                 when ``None``); reads still running after it are cancelled.
         """
         grace = self.settings.shutdown_grace_seconds if grace is None else grace
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
         await self.health.enter_graceful_shutdown()
         self.servicer.drain()
         loop = asyncio.get_running_loop()
@@ -180,86 +256,6 @@ class FetcherServer:
                 with contextlib.suppress(FileNotFoundError):
                     if stat.S_ISSOCK(os.lstat(listen.unix_path).st_mode):
                         listen.unix_path.unlink()
-
-
-def systemd_listeners(
-    environ: Mapping[str, str], *, first_fd: int = LISTEN_FDS_START
-) -> list[socket.socket]:
-    """The listening sockets systemd passed to this process (``LISTEN_FDS``), if any.
-
-    # Security
-    Only when ``LISTEN_PID`` names this process: a child that inherited the variables
-    must not adopt descriptors meant for its parent. Adopted descriptors are made
-    non-inheritable. Proved by
-    ``tests/fetcher/test_metrics.py::test_systemd_listeners_adopt_passed_sockets_only_for_this_process``.
-    """
-    if environ.get("LISTEN_PID") != str(os.getpid()):
-        return []
-    try:
-        count = int(environ.get("LISTEN_FDS", "0"))
-    except ValueError:
-        return []
-    listeners = []
-    for fd in range(first_fd, first_fd + count):
-        os.set_inheritable(fd, False)
-        listeners.append(socket.socket(fileno=fd))
-    return listeners
-
-
-def _bind_metrics(target: str) -> socket.socket:
-    listen = parse_listen(target)
-    assert listen.host is not None
-    port = int(listen.target.rpartition(":")[2])
-    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((listen.host, port))
-    except OSError as exc:
-        listener.close()
-        raise ConfigError(f"bad value {target!r} for metrics_listen: {exc.strerror}") from exc
-    listener.listen(16)
-    return listener
-
-
-def sd_notify(message: str, environ: Mapping[str, str]) -> None:
-    """Tells systemd about the service's state (``Type=notify``); a no-op elsewhere."""
-    address = environ.get("NOTIFY_SOCKET", "")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    with (
-        contextlib.suppress(OSError),
-        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as notify,
-    ):
-        notify.sendto(message.encode(), address)
-
-
-def crawl_reader(downloader: Downloader, *, concurrency: int) -> Reader:
-    """Adapts ``fetcher.crawl.crawl`` with the process's downloader to :class:`Reader`."""
-
-    async def read(
-        url: str,
-        *,
-        allowed_hosts: Collection[str],
-        page_limit: int,
-        deadline: float,
-        request_id: str,
-        on_page: OnPage | None = None,
-    ) -> Report:
-        return await crawl(
-            url,
-            allowed_hosts=allowed_hosts,
-            downloader=downloader,
-            page_limit=page_limit,
-            deadline=deadline,
-            concurrency=concurrency,
-            request_id=request_id,
-            on_page=on_page,
-        )
-
-    return read
 
 
 def hop_observer(fetch_log: FetchLog, metrics: Metrics) -> Callable[[HopRecord], None]:
@@ -286,6 +282,8 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
     prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
     metrics = Metrics(CollectorRegistry(auto_describe=True))
     fetch_log = FetchLog(choose_sink(settings.log_sink, environ=environ))
+    pool = WorkerPool(workers=settings.render_workers, preload=WORKER_PRELOAD)
+    metrics.watch_pool(pool)
     extra_ca = settings.extra_ca_file
     downloader = Downloader(
         observer=hop_observer(fetch_log, metrics),
@@ -293,21 +291,22 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
     )
     server = FetcherServer(
         settings,
-        reader=crawl_reader(downloader, concurrency=settings.crawl_concurrency),
+        reader=Crawler(downloader=downloader, pool=pool, concurrency=settings.crawl_concurrency),
         metrics=metrics,
+        pool=pool,
     )
     listeners = systemd_listeners(environ)
     if settings.metrics_listen:
-        listeners.append(_bind_metrics(settings.metrics_listen))
+        listeners.append(bind_metrics_listener(settings.metrics_listen))
+    endpoint = MetricsEndpoint(metrics.registry, listeners) if listeners else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    metrics_servers = []
     try:
         await server.start()
-        for listener in listeners:
-            metrics_servers.append(await serve_metrics(metrics.registry, listener))
+        if endpoint is not None:
+            await endpoint.start()
         for line in describe(settings):
             logger.info("setting %s", line)
         logger.info(
@@ -323,9 +322,10 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
         )
         await server.stop()
     finally:
-        for metrics_server in metrics_servers:
-            metrics_server.close()
+        if endpoint is not None:
+            await endpoint.stop()
         await downloader.aclose()
+        pool.close()
     logger.info("stopped")
     return 0
 
@@ -342,6 +342,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-listen", metavar="HOST:PORT", help="a /metrics port of its own (development)"
     )
     parser.add_argument("--max-concurrent-reads", metavar="N", help="reads handled at once")
+    parser.add_argument("--render-workers", metavar="N", help="page rendering processes")
     parser.add_argument("--log-sink", choices=("auto", "journal", "json"), help="fetch log sink")
 
 
@@ -354,7 +355,13 @@ def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = N
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     overrides = {
         name: getattr(args, name, None)
-        for name in ("listen", "metrics_listen", "max_concurrent_reads", "log_sink")
+        for name in (
+            "listen",
+            "metrics_listen",
+            "max_concurrent_reads",
+            "render_workers",
+            "log_sink",
+        )
     }
     try:
         settings = load_settings(
@@ -370,10 +377,3 @@ def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = N
 
 def _path(value: str | None) -> Path | None:
     return Path(value) if value else None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``fetcher serve`` as a function: parses ``argv`` (flags only) and runs."""
-    parser = argparse.ArgumentParser(prog="fetcher serve", description="Run the fetcher service.")
-    add_serve_arguments(parser)
-    return run_serve(parser.parse_args(argv))

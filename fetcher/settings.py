@@ -91,6 +91,8 @@ class Settings:
             sent before the caller gives up.
         shutdown_grace_seconds: After SIGTERM, how long in-flight reads may still finish.
         crawl_concurrency: Pages of one hop fetched at once within one read.
+        render_workers: Worker processes that turn pages into text (``fetcher.workers``);
+            each page gets 3 s of CPU and 640 MiB there, whatever this says.
         max_message_bytes: The gRPC message size limit, both directions.
         metrics_listen: ``host:port`` for a /metrics listener of its own (development
             only: the production sandbox blocks it; there systemd passes the listener).
@@ -108,6 +110,7 @@ class Settings:
     deadline_margin_seconds: float = 0.25
     shutdown_grace_seconds: float = 10.0
     crawl_concurrency: int = 4
+    render_workers: int = 2
     max_message_bytes: int = 1 * MIB
     metrics_listen: str = ""
     log_sink: str = "auto"
@@ -178,6 +181,7 @@ _FIELDS: dict[str, _Field] = {
     "deadline_margin_seconds": _Field("float", 0, 10),
     "shutdown_grace_seconds": _Field("float", 0, 600),
     "crawl_concurrency": _Field("int", 1, 64),
+    "render_workers": _Field("int", 1, 32),
     "max_message_bytes": _Field("int", 64 * 1024, 64 * MIB),
     "metrics_listen": _Field("str"),
     "log_sink": _Field("str", choices=("auto", "journal", "json")),

@@ -1,7 +1,8 @@
 """Pinned connections (rule 3): HTTP over TLS to exactly the address that was checked (I/O).
 
 httpcore's documented ``network_backend`` seam is where a connection is opened. Each
-connection pool here is bound to one (host name, checked IP, port): its backend dials the
+connection pool here is bound to one :class:`fetcher.guard.CheckedAddress` (host name,
+checked IP, port), the only kind of address this module accepts: its backend dials the
 checked IP whatever name httpcore hands it, while httpcore keeps using the name for SNI,
 certificate verification and the Host header. Pools are kept (bounded, least recently
 used first out) so that pages of one site reuse their keep-alive connections; a pool is
@@ -13,15 +14,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import os
 import ssl
-import typing
 from collections.abc import AsyncIterator, Iterable
-from ipaddress import IPv4Address, IPv6Address
 
 import httpcore
 
-IPAddress = IPv4Address | IPv6Address
+from fetcher.guard import CheckedAddress
 
 MAX_POOLS = 32
 KEEPALIVE_EXPIRY = 5.0
@@ -65,21 +65,26 @@ def default_ssl_context(
 class PinnedBackend(httpcore.AsyncNetworkBackend):
     """A network backend that connects only to one checked address.
 
+    Attributes:
+        connections_opened: How many connections it has opened (a request that opened
+            none went over a kept-alive connection).
+
     # Security
     Rule 3: no second lookup. httpcore asks the backend to connect to the URL's host
-    name; this backend never resolves it and dials the address that the policy checked.
-    It refuses a request for any other name (which would mean a pool was misused) and
-    refuses Unix sockets. Tested by ``test_resolver_is_called_once_per_hop`` and
-    ``test_second_resolver_answer_cannot_change_the_connection`` in
-    ``tests/fetcher/test_download.py``.
+    name; this backend never resolves it and dials the address that the guard checked
+    (a :class:`~fetcher.guard.CheckedAddress`, which only the guard makes). It refuses a
+    request for any other name or port (which would mean a pool was misused) and refuses
+    Unix sockets. Tested by ``test_resolver_is_called_once_per_hop``,
+    ``test_second_resolver_answer_cannot_change_the_connection`` and
+    ``test_pinned_backend_refuses_another_name_or_port`` in ``tests/fetcher/test_download.py``.
     """
 
     def __init__(
-        self, host: str, address: IPAddress, inner: httpcore.AsyncNetworkBackend | None = None
+        self, checked: CheckedAddress, inner: httpcore.AsyncNetworkBackend | None = None
     ) -> None:
-        self._host = host
-        self._address = address
+        self._checked = checked
         self._inner = inner if inner is not None else httpcore.AnyIOBackend()
+        self.connections_opened = 0
 
     async def connect_tcp(
         self,
@@ -89,11 +94,12 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        """Dial the pinned address on ``port``; ``host`` must be the pinned name."""
-        if host.strip("[]") != self._host:
-            raise httpcore.ConnectError(f"pinned to {self._host!r}, asked for {host!r}")
+        """Dial the pinned address; ``host`` and ``port`` must be the pinned ones."""
+        if host.strip("[]") != self._checked.host or port != self._checked.port:
+            raise httpcore.ConnectError(f"pinned to {self._checked.host!r}, asked for {host!r}")
+        self.connections_opened += 1
         return await self._inner.connect_tcp(
-            str(self._address),
+            str(self._checked.ip),
             port,
             timeout=timeout,
             local_address=local_address,
@@ -114,16 +120,17 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-class _Entry(typing.NamedTuple):
+@dataclasses.dataclass(slots=True)
+class Lease:
+    """A pool lent for one request, with the backend that counts its connections."""
+
     pool: httpcore.AsyncConnectionPool
-    users: list[int]  # a one-element counter, mutable inside the tuple
-
-
-PoolKey = tuple[str, IPAddress, int]
+    backend: PinnedBackend
+    users: int = 0
 
 
 class PinnedPools:
-    """Connection pools keyed by (host name, checked address, port)."""
+    """Connection pools keyed by the checked address they are pinned to."""
 
     def __init__(
         self,
@@ -135,19 +142,17 @@ class PinnedPools:
         self._ssl_context = ssl_context
         self._max_pools = max_pools
         self._keepalive_expiry = keepalive_expiry
-        self._entries: collections.OrderedDict[PoolKey, _Entry] = collections.OrderedDict()
+        self._entries: collections.OrderedDict[CheckedAddress, Lease] = collections.OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @contextlib.asynccontextmanager
-    async def lease(
-        self, host: str, address: IPAddress, port: int
-    ) -> AsyncIterator[httpcore.AsyncConnectionPool]:
-        """Lend the pool pinned to ``address`` for ``host``; idle extra pools are closed."""
-        key = (host, address, port)
-        entry = self._entries.get(key)
+    async def lease(self, checked: CheckedAddress) -> AsyncIterator[Lease]:
+        """Lend the pool pinned to ``checked``; idle extra pools are closed afterwards."""
+        entry = self._entries.get(checked)
         if entry is None:
+            backend = PinnedBackend(checked)
             pool = httpcore.AsyncConnectionPool(
                 ssl_context=self._ssl_context,
                 max_connections=16,
@@ -155,22 +160,22 @@ class PinnedPools:
                 keepalive_expiry=self._keepalive_expiry,
                 http1=True,
                 http2=False,
-                network_backend=PinnedBackend(host, address),
+                network_backend=backend,
             )
-            entry = self._entries[key] = _Entry(pool, [0])
-        self._entries.move_to_end(key)
-        entry.users[0] += 1
+            entry = self._entries[checked] = Lease(pool, backend)
+        self._entries.move_to_end(checked)
+        entry.users += 1
         try:
-            yield entry.pool
+            yield entry
         finally:
-            entry.users[0] -= 1
+            entry.users -= 1
             await self._evict()
 
     async def _evict(self) -> None:
         excess = len(self._entries) - self._max_pools
         if excess <= 0:
             return
-        idle = [key for key, entry in self._entries.items() if entry.users[0] == 0][:excess]
+        idle = [key for key, entry in self._entries.items() if entry.users == 0][:excess]
         for key in idle:
             await self._entries.pop(key).pool.aclose()
 

@@ -231,8 +231,10 @@ def parse(url: str, *, ports: frozenset[int] = frozenset({443})) -> Address | Re
     the port 443, and the address must carry no user name or password (credentials are
     never sent). Parser tricks are refused rather than interpreted: backslashes, control
     characters and whitespace anywhere, several ``@``, ``%`` in the host, zone IDs, empty
-    or over-long hosts, signed or non-decimal ports. The fragment is dropped. Callers may
-    rely on ``Address.host``/``port`` being exactly what the connection will use.
+    or over-long hosts, signed or non-decimal ports, addresses longer than 8,192 characters
+    before or after normalisation. An empty port is the default one. The fragment is
+    dropped. Callers may rely on ``Address.host``/``port`` being exactly what the
+    connection will use.
     Proved by the tables in ``tests/fetcher/test_urls.py`` and its hypothesis property
     that parsing never raises.
     """
@@ -272,9 +274,8 @@ def parse(url: str, *, ports: frozenset[int] = frozenset({443})) -> Address | Re
         host_text, colon, port_text_found = authority.partition(":")
         port_text = port_text_found if colon else None
     port: int = 443
-    if port_text is not None:
-        if port_text == "":
-            return _refuse(Reason.MALFORMED, "empty port")
+    # An empty port ("host:") means the default port (RFC 3986 3.2.3, WHATWG URL).
+    if port_text:
         parsed_port = _port(port_text, scheme)
         if isinstance(parsed_port, Refused):
             return parsed_port
@@ -285,4 +286,58 @@ def parse(url: str, *, ports: frozenset[int] = frozenset({443})) -> Address | Re
     if isinstance(normalised, Refused):
         return normalised
     host, ip = normalised
-    return Address(host=host, port=port, target=_target(rest), ip=ip)
+    address = Address(host=host, port=port, target=_target(rest), ip=ip)
+    # Percent-encoding can make the normalised form several times longer than the text.
+    if len(address.url) > MAX_URL_LENGTH:
+        return _refuse(Reason.MALFORMED, "address too long")
+    return address
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 5.2.4 on a path that starts with ``/``."""
+    segments = path.split("/")
+    kept: list[str] = []
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment in (".", ".."):
+            if segment == ".." and len(kept) > 1:
+                kept.pop()
+            if last:
+                kept.append("")
+            continue
+        kept.append(segment)
+    return "/".join(kept)
+
+
+def resolve_reference(base: Address, reference: str) -> str:
+    """Resolve a link or a ``Location`` against the page it appeared on (RFC 3986 5.2).
+
+    Spaces are percent-encoded as browsers do; nothing else is interpreted here: the
+    result is only ever used through :func:`parse`, the one parser, so what the crawl
+    judges (host, port, site) is exactly what the download will connect to.
+
+    Args:
+        base: The parsed address of the page (or of the hop that redirected).
+        reference: The href or ``Location`` as written (absolute, scheme-relative,
+            absolute-path, relative-path, query-only or fragment-only).
+
+    Returns:
+        The absolute address to hand to :func:`parse`.
+    """
+    reference = reference.replace(" ", "%20")
+    scheme = _SCHEME.match(reference)
+    if scheme is not None and reference[scheme.end() : scheme.end() + 1] == ":":
+        return reference
+    if reference.startswith("//"):
+        return "https:" + reference
+    origin = f"https://{base.authority}"
+    base_path, _, _base_query = base.target.partition("?")
+    relative, _, _fragment = reference.partition("#")
+    if not relative:
+        return origin + base.target
+    if relative.startswith("?"):
+        return origin + base_path + relative
+    path, mark, query = relative.partition("?")
+    if not path.startswith("/"):
+        path = base_path[: base_path.rfind("/") + 1] + path
+    return f"{origin}{_remove_dot_segments(path)}{mark}{query}"

@@ -3,8 +3,8 @@
 - Data flows one way: ``fetcher`` never imports ``gateway``; ``gateway`` imports from the
   fetcher side only the client and the generated contract.
 - No shipped module builds a loosened policy: ``Policy(...)`` (and, in the fetcher, the
-  download ``Limits(...)``) is only ever called with no arguments outside the tests, so no
-  setting, flag or variable can switch a rule off.
+  download ``Limits(...)`` and the render ``WorkLimits(...)``) is only ever called with no
+  arguments outside the tests, so no setting, flag or variable can switch a rule off.
 """
 
 from __future__ import annotations
@@ -72,8 +72,10 @@ def test_shipped_code_only_builds_the_production_policy(path: Path) -> None:
 
 @pytest.mark.parametrize("path", modules("fetcher"), ids=lambda p: p.name)
 def test_the_fetcher_only_builds_the_production_limits(path: Path) -> None:
-    # Rule 5's limits (10 s, 2 MiB, text types, 3 redirects) are not settings either.
+    # Rule 5's limits (10 s, 2 MiB, text types, 3 redirects) are not settings either,
+    # nor are a page render's (CPU time, memory, wall-clock time).
     assert calls_with_arguments(path, "Limits") == []
+    assert calls_with_arguments(path, "WorkLimits") == []
 
 
 def test_the_scan_would_see_a_loosened_policy(tmp_path: Path) -> None:

@@ -49,6 +49,10 @@ class _ReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Reason.ValueTy
     REASON_CONTENT_TYPE: _Reason.ValueType  # 12
     REASON_HTTP_STATUS: _Reason.ValueType  # 13
     REASON_REDIRECTS: _Reason.ValueType  # 14
+    REASON_INTERNAL: _Reason.ValueType  # 15
+    """The fetcher itself failed on this page (a bug, logged with its traceback); never
+    what the web did. The other pages of the read are unaffected.
+    """
 
 class Reason(_Reason, metaclass=_ReasonEnumTypeWrapper):
     """Why an address was refused or a page could not be read: the fixed vocabulary of
@@ -72,6 +76,10 @@ REASON_TOO_LARGE: Reason.ValueType  # 11
 REASON_CONTENT_TYPE: Reason.ValueType  # 12
 REASON_HTTP_STATUS: Reason.ValueType  # 13
 REASON_REDIRECTS: Reason.ValueType  # 14
+REASON_INTERNAL: Reason.ValueType  # 15
+"""The fetcher itself failed on this page (a bug, logged with its traceback); never
+what the web did. The other pages of the read are unaffected.
+"""
 Global___Reason: _TypeAlias = Reason  # noqa: Y015
 
 @_typing.final

@@ -6,9 +6,7 @@ Errors from the real service (busy, deadline, rejected, shutting down) are cover
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +24,6 @@ from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.service import reason_to_pb, report_to_pb
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
-
-
-@pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="tgc", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_report_survives_the_round_trip_through_protobuf() -> None:
@@ -58,7 +49,7 @@ def test_every_reason_maps_to_its_wire_value_and_back(reason: Reason) -> None:
     assert reason_from_pb(reason_to_pb(reason)) is reason
 
 
-@pytest.mark.parametrize("value", [0, 15, 99, -1], ids=["unspecified", "next", "far", "negative"])
+@pytest.mark.parametrize("value", [0, 16, 99, -1], ids=["unspecified", "next", "far", "negative"])
 def test_unknown_or_unspecified_reason_is_a_protocol_error_not_a_catch_all(value: int) -> None:
     with pytest.raises(FetcherProtocolError, match="reason"):
         reason_from_pb(value)
@@ -158,11 +149,8 @@ async def test_proxy_variables_do_not_reroute_calls_to_the_fetcher(
 ) -> None:
     import socket
 
-    from prometheus_client import CollectorRegistry
-
-    from fetcher.metrics import Metrics
-    from fetcher.server import FetcherServer
     from fetcher.settings import Settings, parse_listen
+    from testkit.fetcher import running_fetcher
 
     async def never(*args: object, **kwargs: object) -> Report:
         raise AssertionError("a health check reads nothing")
@@ -170,17 +158,10 @@ async def test_proxy_variables_do_not_reroute_calls_to_the_fetcher(
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = FetcherServer(
-        Settings(listen=(parse_listen(f"127.0.0.1:{port}"),)),
-        reader=never,
-        metrics=Metrics(CollectorRegistry()),
-    )
-    await server.start()
-    try:
+    settings = Settings(listen=(parse_listen(f"127.0.0.1:{port}"),))
+    async with running_fetcher(settings, never):
         # A proxy that answers nothing: honouring it would make the fetcher unreachable.
         monkeypatch.setenv("grpc_proxy", "http://127.0.0.1:1")
         monkeypatch.setenv("http_proxy", "http://127.0.0.1:1")
         async with FetcherClient(f"127.0.0.1:{port}") as client:
             assert await client.healthy(deadline=2.0)
-    finally:
-        await server.stop(grace=0)

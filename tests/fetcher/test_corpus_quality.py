@@ -1,7 +1,7 @@
 """The reader keeps the article: budget recall on the shared extraction corpus.
 
 Budget recall is the share of the ground-truth article's words (a bag of lower-cased ``\\w+``
-tokens) found in the first 12,000 characters of our text; see ``bench/corpus.py`` and
+tokens) found in the first 12,000 characters of our text; see ``testkit/corpus.py`` and
 ``shared/notes/extraction.md``. The corpus lives beside the repository (``../shared``); CI
 clones the repository next to it. Without it the test is skipped, saying why.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.corpus import Page, budget_recall, load_pages
 from fetcher.extract import read_document
+from testkit.corpus import Page, budget_recall, load_pages
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "extraction"
 

@@ -7,15 +7,16 @@ from typing import Any
 
 import pytest
 
-from fetcher.crawl import crawl
+from fetcher.crawl import Crawler
 from fetcher.download import Downloader, Limits
 from fetcher.extract import REPORT_TEXT_LIMIT
 from fetcher.outcome import Outcome
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.resolver import StaticResolver
+from fetcher.workers import WorkerPool
+from testkit.origin import Origin, Reply, html, redirect
 from tests.support.fixtures import DownloaderFactory, policy_for
-from tests.support.origin import Origin, Reply, html, redirect
 
 ALLOWED = ("origin.test",)
 
@@ -33,7 +34,7 @@ def read_urls(report: Report) -> list[tuple[str, int]]:
 
 
 async def test_crawl_is_breadth_first_up_to_two_hops_and_six_pages(
-    origin: Origin, downloader: Downloader
+    origin: Origin, crawler: Crawler
 ) -> None:
     origin.routes["/"] = page("Start", "/a", "/b", "/c")
     origin.routes["/a"] = page("A", "/a1", "/a2")
@@ -42,7 +43,7 @@ async def test_crawl_is_breadth_first_up_to_two_hops_and_six_pages(
     origin.routes["/a1"] = page("A1", "/a1x")
     origin.routes["/a2"] = page("A2")
     origin.routes["/b1"] = page("B1")
-    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert read_urls(report) == [
         (origin.url("/"), 0),
         (origin.url("/a"), 1),
@@ -60,37 +61,33 @@ async def test_crawl_is_breadth_first_up_to_two_hops_and_six_pages(
     assert {r.target for r in origin.requests} == {"/", "/a", "/b", "/c", "/a1", "/a2"}
 
 
-async def test_third_hop_is_never_read(origin: Origin, downloader: Downloader) -> None:
+async def test_third_hop_is_never_read(origin: Origin, crawler: Crawler) -> None:
     origin.routes["/"] = page("Start", "/a")
     origin.routes["/a"] = page("A", "/b")
     origin.routes["/b"] = page("B", "/c")
     origin.routes["/c"] = page("C")
-    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert [depth for _, depth in read_urls(report)] == [0, 1, 2]
     assert "/c" not in {r.target for r in origin.requests}
 
 
-async def test_smaller_page_limit_is_respected(origin: Origin, downloader: Downloader) -> None:
+async def test_smaller_page_limit_is_respected(origin: Origin, crawler: Crawler) -> None:
     origin.routes["/"] = page("Start", "/a", "/b")
     origin.routes["/a"] = page("A")
     origin.routes["/b"] = page("B")
-    report = await crawl(
-        origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, page_limit=2
-    )
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED, page_limit=2)
     assert len(report.pages) == 2
-    one = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, page_limit=1)
+    one = await crawler(origin.url("/"), allowed_hosts=ALLOWED, page_limit=1)
     assert read_urls(one) == [(origin.url("/"), 0)]
 
 
-async def test_links_to_other_sites_are_not_followed(
-    origin: Origin, downloader: Downloader
-) -> None:
+async def test_links_to_other_sites_are_not_followed(origin: Origin, crawler: Crawler) -> None:
     other = origin.url("/x", host="other.test")
     origin.routes["/"] = page("Start", other, "/a", origin.url("/d", host="docs.origin.test"))
     origin.routes["/a"] = page("A")
     origin.routes["/d"] = page("Docs")
     origin.routes["/x"] = page("Other")
-    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert [url for url, _ in read_urls(report)] == [
         origin.url("/"),
         origin.url("/a"),
@@ -99,7 +96,7 @@ async def test_links_to_other_sites_are_not_followed(
 
 
 async def test_redirect_may_leave_the_site_but_links_stay_on_the_start_site(
-    origin: Origin, downloader: Downloader
+    origin: Origin, crawler: Crawler
 ) -> None:
     origin.routes["/"] = page("Start", "/go")
     origin.routes["/go"] = redirect(origin.url("/landing", host="other.test"))
@@ -108,7 +105,7 @@ async def test_redirect_may_leave_the_site_but_links_stay_on_the_start_site(
     )
     origin.routes["/back"] = page("Back")
     origin.routes["/deeper"] = page("Deeper")
-    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     landing = report.pages[1]
     assert landing.requested_url == origin.url("/go")
     assert landing.final_url == origin.url("/landing", host="other.test")
@@ -116,13 +113,13 @@ async def test_redirect_may_leave_the_site_but_links_stay_on_the_start_site(
     assert "/deeper" not in {r.target for r in origin.requests}
 
 
-async def test_the_same_address_is_never_read_twice(origin: Origin, downloader: Downloader) -> None:
+async def test_the_same_address_is_never_read_twice(origin: Origin, crawler: Crawler) -> None:
     origin.routes["/"] = page(
         "Start", "/a", "/a#part", origin.url("/a", host="ORIGIN.test"), "/", "/r"
     )
     origin.routes["/a"] = page("A", "/", "/a")
     origin.routes["/r"] = redirect("/a")
-    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     targets = [r.target for r in origin.requests]
     assert targets.count("/") == 1
     assert targets.count("/a") == 2  # once as a link, once as the end of /r's redirect
@@ -131,12 +128,12 @@ async def test_the_same_address_is_never_read_twice(origin: Origin, downloader: 
 
 
 async def test_failed_pages_get_one_line_each_and_the_rest_is_read(
-    origin: Origin, downloader: Downloader
+    origin: Origin, crawler: Crawler
 ) -> None:
     origin.routes["/"] = page("Start", "/missing", "/pdf", "/ok")
     origin.routes["/pdf"] = Reply(headers=(("Content-Type", "application/pdf"),), body=b"%PDF")
     origin.routes["/ok"] = page("Fine")
-    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert [p.title for p in report.pages] == ["Start", "Fine"]
     assert [(f.url, f.reason, f.depth) for f in report.failures] == [
         (origin.url("/missing"), Reason.HTTP_STATUS, 1),
@@ -146,10 +143,10 @@ async def test_failed_pages_get_one_line_each_and_the_rest_is_read(
 
 
 async def test_first_page_failure_is_reported_plainly_with_nothing_else(
-    origin: Origin, downloader: Downloader
+    origin: Origin, crawler: Crawler
 ) -> None:
     origin.routes["/"] = html("gone", status=500)
-    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert report.first_page_failed
     assert report.pages == ()
     assert [(f.url, f.reason, f.depth) for f in report.failures] == [
@@ -158,51 +155,44 @@ async def test_first_page_failure_is_reported_plainly_with_nothing_else(
 
 
 async def test_start_host_outside_the_allowed_hosts_is_refused(
-    origin: Origin, downloader: Downloader
+    origin: Origin, crawler: Crawler
 ) -> None:
-    report = await crawl(origin.url("/"), allowed_hosts=("other.test",), downloader=downloader)
+    report = await crawler(origin.url("/"), allowed_hosts=("other.test",))
     assert report.failures[0].reason is Reason.NOT_IN_ANSWER
     assert origin.requests == []
 
 
 async def test_slow_page_is_reported_as_timeout_at_the_deadline(
-    origin: Origin, make_downloader: DownloaderFactory
+    origin: Origin, make_downloader: DownloaderFactory, render_pool: WorkerPool
 ) -> None:
     origin.routes["/"] = page("Start", "/slow", "/quick")
-    origin.routes["/slow"] = Reply(body=b"<p>late</p>", delay=10)
+    origin.routes["/slow"] = Reply(body=b"<p>late</p>", delay=30)
     origin.routes["/quick"] = page("Quick", "/never")
     origin.routes["/never"] = page("Never")
-    async with make_downloader(limits=Limits(page_timeout=5.0)) as downloader:
-        report = await crawl(
-            origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, deadline=2.0
-        )
+    async with make_downloader(limits=Limits(page_timeout=20.0)) as downloader:
+        read = Crawler(downloader=downloader, pool=render_pool)
+        report = await read(origin.url("/"), allowed_hosts=ALLOWED, deadline=5.0)
     assert [p.title for p in report.pages] == ["Start", "Quick"]
     assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/slow"), Reason.TIMEOUT)]
-    assert report.elapsed_ms < 5000
+    assert report.elapsed_ms < 20_000  # the crawl's deadline ended it, not the page's limit
 
 
-async def test_report_text_is_cut_to_the_report_limit(
-    origin: Origin, downloader: Downloader
-) -> None:
+async def test_report_text_is_cut_to_the_report_limit(origin: Origin, crawler: Crawler) -> None:
     long = " ".join(["word"] * 4000)  # 20k characters: cut to 12,000 per page
     origin.routes["/"] = page("Start", "/a", "/b", "/c", body=long)
     for name in ("a", "b", "c"):
         origin.routes[f"/{name}"] = page(name, body=long)
-    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert sum(len(p.text) for p in report.pages) <= REPORT_TEXT_LIMIT
     assert all(len(p.text) <= 12_000 for p in report.pages)
     assert len(report.pages[0].text) > 11_000
 
 
-async def test_each_page_is_announced_as_it_finishes(
-    origin: Origin, downloader: Downloader
-) -> None:
+async def test_each_page_is_announced_as_it_finishes(origin: Origin, crawler: Crawler) -> None:
     origin.routes["/"] = page("Start", "/a", "/missing")
     origin.routes["/a"] = page("A")
     events: list[PageRead | PageFailed] = []
-    report = await crawl(
-        origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader, on_page=events.append
-    )
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED, on_page=events.append)
     assert len(events) == 3
     assert {type(e) for e in events} == {PageRead, PageFailed}
     assert {e.depth for e in events} == {0, 1}
@@ -218,10 +208,11 @@ class ExplodingDownloader(Downloader):
         return await super().download(url, **kwargs)
 
 
-async def test_a_bug_on_one_page_does_not_lose_the_others(
+async def test_a_bug_on_one_page_is_reported_as_a_bug_and_the_others_are_read(
     origin: Origin,
     resolver: StaticResolver,
     client_ssl_context: ssl.SSLContext,
+    render_pool: WorkerPool,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     origin.routes["/"] = page("Start", "/bug", "/fine")
@@ -229,7 +220,48 @@ async def test_a_bug_on_one_page_does_not_lose_the_others(
     async with ExplodingDownloader(
         policy=policy_for(origin), resolver=resolver, ssl_context=client_ssl_context
     ) as downloader:
-        report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, downloader=downloader)
+        read = Crawler(downloader=downloader, pool=render_pool)
+        report = await read(origin.url("/"), allowed_hosts=ALLOWED)
     assert [p.title for p in report.pages] == ["Start", "Fine"]
-    assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/bug"), Reason.CONNECT)]
-    assert "unexpectedly" in caplog.text
+    assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/bug"), Reason.INTERNAL)]
+    assert report.internal_errors == 1
+    bugs = [record for record in caplog.records if record.exc_info]
+    assert len(bugs) == 1
+    assert "RuntimeError: a bug" in caplog.text
+
+
+async def test_a_redirect_to_a_page_already_read_is_not_a_timeout_at_the_deadline(
+    origin: Origin, make_downloader: DownloaderFactory, render_pool: WorkerPool
+) -> None:
+    """Issue 15 item 1: /r lands on / (read already); the deadline then fires for /slow."""
+    origin.routes["/"] = page("Start", "/r", "/slow")
+    origin.routes["/r"] = redirect("/")
+    origin.routes["/slow"] = Reply(body=b"<p>late</p>", delay=30)
+    async with make_downloader(limits=Limits(page_timeout=20.0)) as downloader:
+        read = Crawler(downloader=downloader, pool=render_pool)
+        report = await read(origin.url("/"), allowed_hosts=ALLOWED, deadline=5.0)
+    assert [p.title for p in report.pages] == ["Start"]
+    assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/slow"), Reason.TIMEOUT)]
+
+
+async def test_a_failure_carries_a_shortened_address(origin: Origin, crawler: Crawler) -> None:
+    """Issue 15 item D: a failed page's address and detail stay small."""
+    long_target = "/next?" + "q" * 10_000
+    origin.routes["/"] = page("Start", "/go")
+    origin.routes["/go"] = redirect(long_target)
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
+    (failure,) = report.failures
+    assert failure.reason is Reason.MALFORMED
+    assert len(failure.url) <= 2048
+    assert failure.url.startswith(origin.url("/next?qqq"))
+
+
+async def test_a_megabyte_long_link_is_skipped_and_the_page_is_read(
+    origin: Origin, crawler: Crawler
+) -> None:
+    """Issue 15 item D: links are capped where they are found."""
+    origin.routes["/"] = page("Start", "/a", body=f'<a href="/{"x" * 30_000}">long</a>')
+    origin.routes["/a"] = page("A")
+    report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
+    assert [p.title for p in report.pages] == ["Start", "A"]
+    assert report.failures == ()

@@ -10,16 +10,21 @@ from collections.abc import AsyncIterator
 from ipaddress import IPv4Address
 from pathlib import Path
 
+import anyio
+import httpcore
 import pytest
 import trustme
 
 from fetcher.download import USER_AGENT, Downloader, Limits, _map_transport_errors, allowed_host_set
 from fetcher.errors import HopError
+from fetcher.guard import CheckedAddress, resolve_and_check
 from fetcher.outcome import Downloaded, Failed, HopRecord, IPAddress, Outcome
 from fetcher.reasons import Reason
 from fetcher.resolver import StaticResolver
+from fetcher.transport import PinnedBackend
+from fetcher.urls import Address
+from testkit.origin import Origin, Reply, html, redirect
 from tests.support.fixtures import DownloaderFactory, policy_for
-from tests.support.origin import Origin, Reply, html, redirect
 
 LOOPBACK = IPv4Address("127.0.0.1")
 
@@ -488,13 +493,135 @@ async def test_connection_closed_by_the_server_after_a_reply_is_replaced(
     assert len(origin.requests) == 3
 
 
-def test_tls_errors_after_the_handshake_are_tls() -> None:
+def _raise(raised: object) -> None:
+    if isinstance(raised, tuple):
+        outer, cause = raised
+        raise outer from cause
+    assert isinstance(raised, BaseException)
+    raise raised
+
+
+@pytest.mark.parametrize(
+    ("raised", "reason"),
+    [
+        pytest.param(ssl.SSLError(1, "bad record mac"), Reason.TLS, id="after-handshake"),
+        pytest.param(ConnectionResetError("reset"), Reason.CONNECT, id="reset"),
+        pytest.param(
+            (httpcore.ConnectError("handshake"), ssl.SSLCertVerificationError(1, "expired")),
+            Reason.TLS,
+            id="certificate-by-type",
+        ),
+        pytest.param(
+            (httpcore.ConnectError("broken"), anyio.BrokenResourceError()),
+            Reason.CONNECT,
+            id="broken-stream",
+        ),
+        pytest.param(
+            (httpcore.ConnectError("no certificate store here"), OSError("unreachable")),
+            Reason.CONNECT,
+            id="the-word-certificate-is-not-tls",
+        ),
+        pytest.param(
+            (httpcore.ReadError("eof"), ssl.SSLEOFError(8, "EOF in violation of protocol")),
+            Reason.TLS,
+            id="tls-eof-while-reading",
+        ),
+    ],
+)
+def test_transport_errors_are_mapped_by_type(raised: object, reason: Reason) -> None:
     with pytest.raises(HopError) as caught, _map_transport_errors():
-        raise ssl.SSLError(1, "bad record mac")
-    assert caught.value.reason is Reason.TLS
-    with pytest.raises(HopError) as caught, _map_transport_errors():
-        raise ConnectionResetError("reset")
-    assert caught.value.reason is Reason.CONNECT
+        _raise(raised)
+    assert caught.value.reason is reason
+
+
+def test_only_the_guard_makes_a_checked_address() -> None:
+    with pytest.raises(TypeError, match=r"fetcher\.guard"):
+        CheckedAddress("origin.test", LOOPBACK, 443)
+
+
+async def test_pinned_backend_refuses_another_name_or_port(origin: Origin) -> None:
+    address = Address(host="origin.test", port=origin.port, target="/")
+    (checked,) = await resolve_and_check(
+        address, policy=policy_for(origin), resolver=StaticResolver({"origin.test": [LOOPBACK]})
+    )
+    backend = PinnedBackend(checked)
+    with pytest.raises(httpcore.ConnectError):
+        await backend.connect_tcp("other.test", origin.port)
+    with pytest.raises(httpcore.ConnectError):
+        await backend.connect_tcp("origin.test", origin.port + 1)
+    assert backend.connections_opened == 0
+    stream = await backend.connect_tcp("origin.test", origin.port)
+    await stream.aclose()
+    assert backend.connections_opened == 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param(
+            (("Content-Type", "application/octet-stream"), ("Content-Type", "text/html")),
+            id="two-content-types",
+        ),
+        pytest.param(
+            (
+                ("Content-Type", "text/html"),
+                ("Content-Encoding", "gzip"),
+                ("Content-Encoding", "gzip"),
+            ),
+            id="gzip-twice",
+        ),
+    ],
+)
+async def test_ambiguous_repeated_headers_are_refused(
+    origin: Origin, downloader: Downloader, headers: tuple[tuple[str, str], ...]
+) -> None:
+    origin.routes["/"] = Reply(headers=headers, body=gzip.compress(gzip.compress(b"<p>x</p>")))
+    failed(await downloader.download(origin.url(), allowed_hosts=ALLOWED), Reason.CONTENT_TYPE)
+
+
+async def test_repeated_identical_content_type_is_read(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = Reply(
+        headers=(("Content-Type", "text/html"), ("Content-Type", "text/html")), body=b"<p>x</p>"
+    )
+    ok(await downloader.download(origin.url(), allowed_hosts=ALLOWED))
+
+
+async def test_two_different_locations_are_refused(origin: Origin, downloader: Downloader) -> None:
+    origin.routes["/go"] = Reply(status=302, headers=(("Location", "/a"), ("Location", "/b")))
+    failed(await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED), Reason.MALFORMED)
+
+
+async def test_server_that_hangs_up_gets_the_request_once(
+    origin: Origin, downloader: Downloader
+) -> None:
+    origin.routes["/"] = Reply(hang_up=True)
+    failed(await downloader.download(origin.url(), allowed_hosts=ALLOWED), Reason.CONNECT)
+    assert len(origin.requests) == 1
+
+
+async def test_not_public_detail_names_the_host_but_not_its_addresses(
+    origin: Origin, make_downloader: DownloaderFactory, hops: list[HopRecord]
+) -> None:
+    origin.routes["/go"] = redirect(f"https://db.corp.test:{origin.port}/")
+    resolver = StaticResolver({"origin.test": ["127.0.0.1"], "db.corp.test": ["10.2.3.4"]})
+    async with make_downloader(resolver=resolver, observer=hops.append) as downloader:
+        direct = failed(
+            await downloader.download(
+                f"https://db.corp.test:{origin.port}/", allowed_hosts=["db.corp.test"]
+            ),
+            Reason.NOT_PUBLIC,
+        )
+        redirected = failed(
+            await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED), Reason.NOT_PUBLIC
+        )
+    for outcome in (direct, redirected):
+        assert "db.corp.test" in outcome.detail
+        assert "10.2.3.4" not in outcome.detail
+        assert "private" not in outcome.detail
+    # The operator's log still has the answer that was refused.
+    assert [str(hop.refused_ip) for hop in hops if hop.reason] == ["10.2.3.4", "10.2.3.4"]
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ from fetcher.outcome import HopRecord
 from fetcher.policy import Policy
 from fetcher.reasons import Reason
 from fetcher.resolver import StaticResolver
-from tests.support.origin import Origin, html, redirect
+from testkit.origin import Origin, html, redirect
 
 FIELDS = {
     "time",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from lxml.html import HtmlElement, document_fromstring
+from hypothesis import given
+from hypothesis import strategies as st
+from lxml.html import HtmlElement, HTMLParser, document_fromstring
 
 from fetcher.links import MAX_LINKS, page_links, resolve_link, same_site_links, site_of
+from fetcher.urls import Address, parse
 
 PAGE = "https://www.example.co.uk/news/story.html"
 
@@ -26,8 +29,8 @@ PAGE = "https://www.example.co.uk/news/story.html"
         pytest.param("www.bücher.de", "xn--bcher-kva.de", id="idna-registrable"),
         pytest.param("203.0.113.7", "203.0.113.7", id="ipv4-own-site"),
         pytest.param("[2001:db8::1]", "2001:db8::1", id="ipv6-own-site"),
-        pytest.param("2130706433", "2130706433", id="ipv4-as-number"),
-        pytest.param("0x7f.1", "0x7f.1", id="ipv4-hex-short-form"),
+        pytest.param("2130706433", "127.0.0.1", id="ipv4-as-number-read-like-the-parser"),
+        pytest.param("0x7f.1", "127.0.0.1", id="ipv4-hex-short-form-read-like-the-parser"),
         pytest.param("localhost", "localhost", id="single-label"),
     ],
 )
@@ -67,6 +70,13 @@ def test_same_site_is_same_registrable_domain(first: str, second: str, same: boo
         pytest.param("  /k\n", "https://www.example.co.uk/k", id="whitespace-trimmed"),
         pytest.param("https://bücher.example/", "https://xn--bcher-kva.example/", id="idna"),
         pytest.param("https://example.org", "https://example.org/", id="empty-path"),
+        pytest.param("http://www.example.co.uk:80/d", "https://www.example.co.uk/d", id="port-80"),
+        pytest.param(
+            "https://www.example.co.uk:/e", "https://www.example.co.uk/e", id="empty-port"
+        ),
+        pytest.param("https://2130706433/", "https://127.0.0.1/", id="numeric-host"),
+        pytest.param("?q=2", "https://www.example.co.uk/news/story.html?q=2", id="query-only"),
+        pytest.param("./a/../b", "https://www.example.co.uk/news/b", id="dot-segments-relative"),
     ],
 )
 def test_resolve_link_writes_absolute_https(href: str, expected: str) -> None:
@@ -85,13 +95,15 @@ def test_resolve_link_writes_absolute_https(href: str, expected: str) -> None:
         pytest.param("https://user:pw@www.example.co.uk/", id="userinfo"),
         pytest.param("https://user@www.example.co.uk/", id="user-only"),
         pytest.param("https://www.example.co.uk:8443/", id="port-8443"),
-        pytest.param("http://www.example.co.uk:80/", id="port-80"),
         pytest.param("https://www.example.co.uk:99999/", id="port-out-of-range"),
         pytest.param("https://[::1/", id="broken-ipv6"),
         pytest.param("https://exa mple.co.uk/", id="space-in-host"),
         pytest.param("/photo.JPG", id="image"),
         pytest.param("/files/report.pdf", id="pdf"),
         pytest.param("/archive.tar.gz", id="archive"),
+        pytest.param("/" + "a" * 2048, id="longer-than-the-link-limit"),
+        pytest.param("/" + "a" * 1_200_000, id="a-megabyte-long"),
+        pytest.param("https://www.example.co.uk\\@evil.test/", id="backslash"),
     ],
 )
 def test_resolve_link_refuses_what_cannot_be_followed(href: str) -> None:
@@ -195,3 +207,55 @@ def test_page_links_use_the_site_given_not_the_page_host() -> None:
 
 def test_page_links_of_a_page_without_anchors_are_empty() -> None:
     assert page_links(_tree("<p>no links</p>"), url="https://example.com/") == ()
+
+
+_HOSTISH = "aexmplcou.0127xX:[]@%\\/?#-①１ÉＥ"
+link_strings = st.one_of(
+    st.text(max_size=60),
+    st.tuples(
+        st.sampled_from(["https://", "http://", "//", "HTTPS://", "/", "", "https:"]),
+        st.text(alphabet=_HOSTISH, max_size=30),
+        st.sampled_from(["", "/", "/p", ".example.co.uk/p", ".co.uk", ":443/", ":80/x"]),
+    ).map("".join),
+)
+
+
+@given(link_strings)
+def test_same_site_decision_and_download_agree_on_the_host(href: str) -> None:
+    """Item 4 of issue 15: the crawl judges the host that the download will connect to."""
+    kept = same_site_links([href], base=PAGE, site="example.co.uk")
+    for link in kept:
+        address = parse(link)
+        assert isinstance(address, Address), link
+        assert address.url == link
+        assert site_of(address.host) == "example.co.uk"
+    # The other way round: an absolute link the download reads as on the site is kept.
+    written = parse(href.strip())
+    if (
+        isinstance(written, Address)
+        and href == href.strip()
+        and site_of(written.host) == "example.co.uk"
+        and written.url != PAGE
+        and "." not in written.target.rpartition("/")[2]
+    ):
+        assert kept == (written.url,)
+
+
+def test_links_inside_deeply_nested_landmarks_keep_their_rank() -> None:
+    """The ranking walk (one pass, issue 15 item A) sees through 1,000 nested landmarks."""
+    links = "".join(f'<a href="/p{i}">{i}</a>' for i in range(30))
+    markup = (
+        "<html><body>"
+        + "<nav>" * 1000
+        + links
+        + "</nav>" * 1000
+        + '<main><a href="/m">m</a></main><p><a href="/b">b</a></p></body></html>'
+    )
+    root = document_fromstring(markup, parser=HTMLParser(huge_tree=True))
+    ranked = page_links(root, url="https://example.com/")
+    assert ranked[:3] == (
+        "https://example.com/m",
+        "https://example.com/b",
+        "https://example.com/p0",
+    )
+    assert len(ranked) == MAX_LINKS

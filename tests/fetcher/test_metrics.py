@@ -19,11 +19,20 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from fetcher.metrics import HOP_OUTCOMES, NO_REASON, RPC_METHODS, Metrics, exposition, serve_metrics
+from fetcher.metrics import (
+    HOP_OUTCOMES,
+    NO_REASON,
+    RPC_METHODS,
+    STOP_REASONS,
+    Metrics,
+    MetricsEndpoint,
+    exposition,
+)
 from fetcher.outcome import HopRecord
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
-from fetcher.server import systemd_listeners
+from fetcher.systemd import systemd_listeners
+from fetcher.workers import WorkerPool
 
 HOST = "secret-host.example"
 
@@ -89,6 +98,7 @@ def test_exposition_parses_and_holds_every_metric_of_the_issue() -> None:
         "tigress_fetcher_grpc_handled": "counter",
         "tigress_fetcher_grpc_handling_seconds": "histogram",
         "tigress_fetcher_build_info": "gauge",
+        "tigress_fetcher_internal_errors": "counter",
     }
 
 
@@ -174,37 +184,56 @@ async def test_metrics_endpoint_serves_a_listener_opened_elsewhere() -> None:
     # The test opens the listener, as systemd does for fetcher-metrics.socket.
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    metrics = filled_metrics()
-    server = await serve_metrics(metrics.registry, listener)
+    endpoint = MetricsEndpoint(filled_metrics().registry, [listener])
+    await endpoint.start()
     try:
         async with httpx.AsyncClient(trust_env=False, base_url=f"http://127.0.0.1:{port}") as http:
             scraped = await http.get("/metrics")
-            missing = await http.get("/other")
-            posted = await http.post("/metrics")
+            head = await http.head("/metrics")
     finally:
-        server.close()
-        await server.wait_closed()
+        await endpoint.stop()
     assert scraped.status_code == 200
     assert scraped.headers["content-type"].startswith("text/plain")
     names = {family.name for family in text_string_to_metric_families(scraped.text)}
     assert "tigress_fetcher_fetches" in names
-    assert missing.status_code == 404
-    assert posted.status_code == 405
+    assert head.status_code == 200
+    assert head.content == b""
 
 
-async def test_metrics_endpoint_drops_a_client_that_never_sends_a_request() -> None:
+async def test_metrics_endpoint_refuses_an_oversized_request() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    server = await serve_metrics(Metrics(CollectorRegistry()).registry, listener)
+    endpoint = MetricsEndpoint(Metrics(CollectorRegistry()).registry, [listener])
+    await endpoint.start()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"GET /metrics HTTP/1.1\r\n" + b"X: " + b"a" * 10_000)
         await writer.drain()
-        assert await asyncio.wait_for(reader.read(), 2) == b""
+        answer = await asyncio.wait_for(reader.read(), 5)
         writer.close()
     finally:
-        server.close()
-        await server.wait_closed()
+        await endpoint.stop()
+    # Refused and closed (EOF), never answered with the exposition.
+    assert b"tigress_fetcher" not in answer
+
+
+def test_render_pool_state_is_exported() -> None:
+    metrics = Metrics(CollectorRegistry())
+    pool = WorkerPool(workers=2)
+    try:
+        metrics.watch_pool(pool)
+        pool.stopped["cpu"] += 1
+        assert sample(metrics, "tigress_fetcher_render_workers") == 2
+        assert sample(metrics, "tigress_fetcher_render_workers_busy") == 0
+        assert sample(metrics, "tigress_fetcher_render_waiting") == 0
+        assert sample(metrics, "tigress_fetcher_render_stops_total", why="cpu") == 1
+        assert {
+            why
+            for why in STOP_REASONS
+            if sample(metrics, "tigress_fetcher_render_stops_total", why=why) == 0
+        } == {"memory", "wall", "crashed"}
+    finally:
+        pool.close()
 
 
 def test_systemd_listeners_adopt_passed_sockets_only_for_this_process(tmp_path: Path) -> None:

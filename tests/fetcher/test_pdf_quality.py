@@ -1,6 +1,6 @@
 """The PDF reader meets its goal on the shared PDF corpus, and the hostile files fail safe.
 
-The measures are ``bench/pdf_corpus.py``'s (recall, order, damaged words, furniture per
+The measures are ``testkit/pdf_corpus.py``'s (recall, order, damaged words, furniture per
 page), averaged over documents; the bars are issue 16's goal, which every library tried
 bare misses on order, damage and furniture at once (``bench/pdf.py`` prints them side by
 side, with the time per page, which is not a test's business). The post-processing was
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.pdf_corpus import PdfCase, Score, load_cases, mean_scores, score
+from testkit.pdf_corpus import PdfCase, Score, load_cases, mean_scores, score
 from fetcher.pdfresult import PdfFailure, PdfProblem, PdfText
 from fetcher.pdftext import read_pdf
 from fetcher.pdfworker import extract_pdf

@@ -191,9 +191,7 @@ def test_first_and_last_address_of_every_block_is_refused(block: object) -> None
 
 def test_default_policy_allows_only_port_443_and_no_exemptions() -> None:
     policy = Policy()
-    assert policy.allows_port(443)
-    assert not policy.allows_port(80)
-    assert not policy.allows_port(8443)
+    assert policy.ports == frozenset({443})
     assert not policy.allows_address(IPv4Address("127.0.0.1"))
     assert policy.allows_address(IPv4Address("93.184.216.34"))
 

@@ -6,7 +6,7 @@ import pytest
 
 from fetcher.download import USER_AGENT, Downloader
 from fetcher.outcome import Downloaded
-from tests.support.origin import Origin, html, redirect
+from testkit.origin import Origin, html, redirect
 
 FORBIDDEN = (b"cookie:", b"authorization:", b"referer:", b"proxy-authorization:")
 

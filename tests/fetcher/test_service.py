@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import (
@@ -29,13 +26,13 @@ from fetcher.client import (
     FetcherTimeout,
     FetcherUnavailable,
 )
-from fetcher.metrics import Metrics, exposition
+from fetcher.metrics import exposition
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.server import FetcherServer
 from fetcher.service import OnPage
-from fetcher.settings import Settings, parse_listen
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
+from testkit.fetcher import running_fetcher, unix_settings
 
 START = "https://origin.test/"
 PAGE = PageRead(
@@ -106,34 +103,17 @@ class ScriptedReader:
         return await self.script(on_page)
 
 
-@pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    """A short folder for sockets (a Unix socket path must fit in 108 bytes)."""
-    folder = Path(tempfile.mkdtemp(prefix="tgs", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 @contextlib.asynccontextmanager
 async def serving(
     sock_dir: Path, reader: ScriptedReader, **settings: Any
 ) -> AsyncIterator[tuple[FetcherServer, FetcherClient]]:
     """A started server on ``sock_dir/f.sock`` and a client of it; both stopped after."""
-    defaults: dict[str, Any] = {
-        "listen": (parse_listen(f"unix:{sock_dir / 'f.sock'}"),),
-        "shutdown_grace_seconds": 2.0,
-        "deadline_margin_seconds": 0.05,
-    }
-    server = FetcherServer(
-        Settings(**(defaults | settings)), reader=reader, metrics=Metrics(CollectorRegistry())
-    )
-    await server.start()
-    client = FetcherClient(server.settings.listen[0].target, timeout=5.0)
-    try:
-        yield server, client
-    finally:
-        await client.close()
-        await server.stop(grace=0)
+    async with running_fetcher(unix_settings(sock_dir, **settings), reader) as server:
+        client = FetcherClient(server.settings.listen[0].target, timeout=5.0)
+        try:
+            yield server, client
+        finally:
+            await client.close()
 
 
 @pytest.fixture

@@ -11,10 +11,8 @@ import asyncio
 import contextlib
 import io
 import json
-import shutil
 import ssl
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,28 +20,25 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import FetcherClient
+from fetcher.crawl import Crawler
 from fetcher.download import Downloader, Limits
 from fetcher.journal import FetchLog, JsonLinesSink
 from fetcher.metrics import Metrics, exposition
 from fetcher.policy import Policy
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
-from fetcher.resolver import StaticResolver
-from fetcher.server import FetcherServer, crawl_reader, hop_observer
-from fetcher.settings import Settings, parse_listen
-from tests.support.origin import NAMES, Origin, Reply, html, redirect
+from fetcher.resolver import Resolver, StaticResolver
+from fetcher.server import SERVICE_NAME, FetcherServer, hop_observer
+from fetcher.workers import WorkerPool
+from testkit import tasks
+from testkit.fetcher import running_fetcher, unix_settings
+from testkit.hostile import nested_landmarks
+from testkit.origin import NAMES, Origin, Reply, html, redirect
 
 EXTRA_NAMES = {
     "private.test": ["10.0.0.7"],  # rule 2: not public
     "untrusted.test": ["127.0.0.1"],  # not in the origin's certificate: TLS fails
 }
-
-
-@pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="tgx", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 class Fetcher:
@@ -58,35 +53,48 @@ class Fetcher:
         return [json.loads(line) for line in self.log.getvalue().splitlines()]
 
 
-@pytest.fixture
-async def fetcher(
-    sock_dir: Path, test_policy: Policy, client_ssl_context: ssl.SSLContext
+@contextlib.asynccontextmanager
+async def wired_fetcher(
+    sock_dir: Path,
+    policy: Policy,
+    ssl_context: ssl.SSLContext,
+    pool: WorkerPool,
+    *,
+    resolver: Resolver | None = None,
+    max_bytes: int = 64 * 1024,
 ) -> AsyncIterator[Fetcher]:
+    """The service as ``fetcher serve`` builds it, with test parts at the seams we own."""
     log = io.StringIO()
     metrics = Metrics(CollectorRegistry())
-    resolver = StaticResolver({**{name: ["127.0.0.1"] for name in NAMES}, **EXTRA_NAMES})
+    metrics.watch_pool(pool)
+    if resolver is None:
+        resolver = StaticResolver({**{name: ["127.0.0.1"] for name in NAMES}, **EXTRA_NAMES})
     async with Downloader(
-        policy=test_policy,
+        policy=policy,
         resolver=resolver,
-        ssl_context=client_ssl_context,
-        limits=Limits(page_timeout=2.0, max_bytes=64 * 1024),
+        ssl_context=ssl_context,
+        limits=Limits(page_timeout=2.0, max_bytes=max_bytes),
         observer=hop_observer(FetchLog(JsonLinesSink(log)), metrics),
     ) as downloader:
-        settings = Settings(
-            listen=(parse_listen(f"unix:{sock_dir / 'f.sock'}"),),
-            deadline_margin_seconds=0.05,
-            shutdown_grace_seconds=1.0,
-        )
-        server = FetcherServer(
-            settings, reader=crawl_reader(downloader, concurrency=4), metrics=metrics
-        )
-        await server.start()
-        client = FetcherClient(settings.listen[0].target, timeout=10)
-        try:
-            yield Fetcher(server, client, log)
-        finally:
-            await client.close()
-            await server.stop(grace=0)
+        settings = unix_settings(sock_dir, shutdown_grace_seconds=1.0)
+        reader = Crawler(downloader=downloader, pool=pool)
+        async with running_fetcher(settings, reader, metrics=metrics, pool=pool) as server:
+            client = FetcherClient(settings.listen[0].target)  # the production deadline
+            try:
+                yield Fetcher(server, client, log)
+            finally:
+                await client.close()
+
+
+@pytest.fixture
+async def fetcher(
+    sock_dir: Path,
+    test_policy: Policy,
+    client_ssl_context: ssl.SSLContext,
+    render_pool: WorkerPool,
+) -> AsyncIterator[Fetcher]:
+    async with wired_fetcher(sock_dir, test_policy, client_ssl_context, render_pool) as running:
+        yield running
 
 
 def page(title: str, *links: str, body: str = "") -> Reply:
@@ -198,8 +206,8 @@ def _refusal_cases(origin: Origin) -> dict[Reason, str]:
 
 @pytest.mark.parametrize(
     "reason",
-    [reason for reason in Reason if reason is not Reason.TIMEOUT],
-    ids=[reason.value for reason in Reason if reason is not Reason.TIMEOUT],
+    [reason for reason in Reason if reason not in (Reason.TIMEOUT, Reason.INTERNAL)],
+    ids=[reason.value for reason in Reason if reason not in (Reason.TIMEOUT, Reason.INTERNAL)],
 )
 async def test_each_refusal_reason_arrives_over_grpc_as_the_enum(
     origin: Origin, fetcher: Fetcher, reason: Reason
@@ -293,3 +301,118 @@ async def test_failed_link_gets_its_own_line_and_the_rest_is_read(
             depth=1,
         ),
     )
+
+
+async def test_refusal_details_never_carry_resolved_addresses(
+    origin: Origin, fetcher: Fetcher
+) -> None:
+    """Issue 15 item C: private.test resolves to 10.0.0.7; only the fetch log may say so."""
+    origin.routes["/go"] = redirect(f"https://private.test:{origin.port}/")
+    direct = await fetcher.client.read(
+        f"https://private.test:{origin.port}/", allowed_hosts={"private.test"}, page_limit=1
+    )
+    redirected = await fetcher.client.read(
+        origin.url("/go"), allowed_hosts={"origin.test"}, page_limit=1
+    )
+    for report in (direct, redirected):
+        (failure,) = report.failures
+        assert failure.reason is Reason.NOT_PUBLIC
+        assert "private.test" in failure.detail
+        assert "10.0.0.7" not in failure.detail
+    refused = [r for r in fetcher.records() if r["reason"] == "not_public"]
+    assert [r["ip"] for r in refused] == ["10.0.0.7", "10.0.0.7"]
+
+
+async def test_a_megabyte_long_link_does_not_fail_the_read(
+    origin: Origin,
+    sock_dir: Path,
+    test_policy: Policy,
+    client_ssl_context: ssl.SSLContext,
+    render_pool: WorkerPool,
+) -> None:
+    """Issue 15 item D: the start page is read and the report fits in one message."""
+    long_link = "/" + "x" * 1_200_000
+    origin.routes["/"] = html(
+        f'<title>Start</title><main><p>Text.</p><a href="{long_link}">long</a>'
+        '<a href="/a">a</a></main>'
+    )
+    origin.routes["/a"] = page("A")
+    async with wired_fetcher(
+        sock_dir, test_policy, client_ssl_context, render_pool, max_bytes=2 * 1024 * 1024
+    ) as running:
+        report = await running.client.read(
+            origin.url("/"), allowed_hosts={"origin.test"}, page_limit=6
+        )
+        streamed = [
+            item
+            async for item in running.client.read_stream(
+                origin.url("/"), allowed_hosts={"origin.test"}, page_limit=6
+            )
+        ]
+    assert [p.title for p in report.pages] == ["Start", "A"]
+    assert isinstance(streamed[-1], Report)
+    assert [p.title for p in streamed[-1].pages] == ["Start", "A"]
+
+
+async def test_a_read_beside_five_hostile_ones_succeeds(
+    origin: Origin,
+    sock_dir: Path,
+    test_policy: Policy,
+    client_ssl_context: ssl.SSLContext,
+    render_pool: WorkerPool,
+) -> None:
+    """Issue 15 item A: hostile pages are read (or cut) within their limits in the render
+    workers, and a legitimate read beside five of them still gets its page."""
+    origin.routes["/hostile"] = Reply(
+        headers=(("Content-Type", "text/html"),), body=nested_landmarks()
+    )
+    site(origin)
+    async with wired_fetcher(
+        sock_dir, test_policy, client_ssl_context, render_pool, max_bytes=3 * 1024 * 1024
+    ) as running:
+        hostile = [
+            asyncio.create_task(
+                running.client.read(
+                    origin.url("/hostile"), allowed_hosts={"origin.test"}, page_limit=1
+                )
+            )
+            for _ in range(5)
+        ]
+        while render_pool.busy == 0:
+            await asyncio.sleep(0.01)
+        legitimate = await running.client.read(
+            origin.url("/"), allowed_hosts={"origin.test"}, page_limit=1
+        )
+        reports = await asyncio.gather(*hostile)
+    assert [p.title for p in legitimate.pages] == ["Start"]
+    for report in reports:
+        # Read within the limits, or cut at one of them: never a failed call.
+        read = [p.title for p in report.pages] == ["Hostile"]
+        cut = [f.reason for f in report.failures] in ([Reason.TIMEOUT], [Reason.TOO_LARGE])
+        assert read or cut, report
+
+
+async def test_health_shows_a_saturated_render_pool(
+    sock_dir: Path, render_pool: WorkerPool, tmp_path: Path
+) -> None:
+    """The service's health name is NOT_SERVING while every worker is busy and as many
+    pages again wait; the overall name stays SERVING."""
+
+    async def never(*args: object, **kwargs: object) -> Report:
+        raise AssertionError("no read in this test")
+
+    settings = unix_settings(sock_dir)
+    async with (
+        running_fetcher(settings, never, pool=render_pool),
+        FetcherClient(settings.listen[0].target) as client,
+    ):
+        busy = [
+            asyncio.create_task(render_pool.run(tasks.tick, str(tmp_path / f"t{n}"), 3.0))
+            for n in range(4)
+        ]
+        while await client.healthy(service=SERVICE_NAME):
+            await asyncio.sleep(0.05)
+        assert await client.healthy()
+        await asyncio.gather(*busy)
+        while not await client.healthy(service=SERVICE_NAME):
+            await asyncio.sleep(0.05)

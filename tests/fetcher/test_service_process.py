@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import FetcherClient
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="tgp", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def clean_environ(**extra: str) -> dict[str, str]:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from fetcher.errors import ConfigError
+from fetcher.report import Report
 from fetcher.server import add_serve_arguments, run_serve
 from fetcher.settings import DEV_SOCKET, Settings, load_settings, parse_listen
+from testkit.fetcher import running_fetcher
 
 
 def test_defaults_listen_on_the_run_folders_socket() -> None:
@@ -130,3 +134,31 @@ def test_serve_with_a_bad_value_exits_2_with_a_message_naming_it(
 def test_settings_value_object_has_safe_defaults() -> None:
     assert Settings().tls is False
     assert Settings().metrics_listen == ""
+
+
+async def never(*args: object, **kwargs: object) -> Report:
+    raise AssertionError("nothing is read here")
+
+
+async def test_socket_and_folder_modes_hold_under_umask_000(sock_dir: Path) -> None:
+    """Issue 15 item E: the modes are set, not left to the umask."""
+    socket_path = sock_dir / "run" / "f.sock"
+    previous = os.umask(0)
+    try:
+        settings = Settings(listen=(parse_listen(f"unix:{socket_path}"),))
+        async with running_fetcher(settings, never):
+            assert stat.S_IMODE(socket_path.parent.stat().st_mode) == 0o750
+            assert stat.S_IMODE(socket_path.stat().st_mode) == 0o660
+    finally:
+        os.umask(previous)
+
+
+async def test_a_folder_others_can_write_to_is_refused(sock_dir: Path) -> None:
+    loose = sock_dir / "loose"
+    loose.mkdir()
+    loose.chmod(0o777)
+    settings = Settings(listen=(parse_listen(f"unix:{loose / 'f.sock'}"),))
+    with pytest.raises(ConfigError, match="writable by others"):
+        async with running_fetcher(settings, never):
+            pass
+    assert not (loose / "f.sock").exists()

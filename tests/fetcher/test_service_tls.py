@@ -9,14 +9,12 @@ from pathlib import Path
 import grpc
 import pytest
 import trustme
-from prometheus_client import CollectorRegistry
 
 from fetcher.client import FetcherClient, FetcherUnavailable
-from fetcher.metrics import Metrics
 from fetcher.report import PageRead, Report
-from fetcher.server import FetcherServer
 from fetcher.service import OnPage
 from fetcher.settings import load_settings
+from testkit.fetcher import running_fetcher
 
 PAGE = PageRead("https://a.test/", "https://a.test/", "A", "text", 200, 4, 1, 0)
 
@@ -73,13 +71,11 @@ async def test_tcp_listener_serves_only_clients_with_a_trusted_certificate(
             "TIGRESS_FETCHER_TLS_CLIENT_CA_FILE": str(pki["ca"]),
         }
     )
-    server = FetcherServer(settings, reader=one_page, metrics=Metrics(CollectorRegistry()))
-    await server.start()
     ca_pem, key, chain = pki["ca_pem"], pki["client_key"], pki["client_cert"]
     assert isinstance(ca_pem, bytes)
     assert isinstance(key, bytes)
     assert isinstance(chain, bytes)
-    try:
+    async with running_fetcher(settings, one_page):
         trusted = grpc.ssl_channel_credentials(ca_pem, private_key=key, certificate_chain=chain)
         async with FetcherClient(target, credentials=trusted, timeout=5) as client:
             report = await client.read("https://a.test/", allowed_hosts={"a.test"}, page_limit=1)
@@ -91,5 +87,3 @@ async def test_tcp_listener_serves_only_clients_with_a_trusted_certificate(
         async with FetcherClient(target, timeout=2) as client:
             with pytest.raises(FetcherUnavailable):
                 await client.read("https://a.test/", allowed_hosts={"a.test"}, page_limit=1)
-    finally:
-        await server.stop(grace=0)

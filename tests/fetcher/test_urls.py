@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fetcher.reasons import Reason
-from fetcher.urls import Address, Refused, parse, parse_ipv4_number
+from fetcher.urls import Address, Refused, parse, parse_ipv4_number, resolve_reference
 
 ACCEPTED = [
     ("https://example.com", "https://example.com/"),
@@ -20,6 +20,9 @@ ACCEPTED = [
     ("http://example.com/a", "https://example.com/a"),
     ("http://example.com:80/a", "https://example.com/a"),
     ("http://example.com:443/a", "https://example.com/a"),
+    ("https://example.com:/", "https://example.com/"),
+    ("http://example.com:/a", "https://example.com/a"),
+    ("https://[2001:db8::1]:/", "https://[2001:db8::1]/"),
     ("https://example.com/a#frag", "https://example.com/a"),
     ("https://example.com#frag", "https://example.com/"),
     ("https://example.com?q=1#x", "https://example.com/?q=1"),
@@ -104,7 +107,7 @@ REFUSED = [
     ("https://example.com:-1/", Reason.MALFORMED),
     ("https://example.com:65536/", Reason.MALFORMED),
     ("https://example.com:99999999/", Reason.MALFORMED),
-    ("https://example.com:/", Reason.MALFORMED),
+    ("https://example.com/" + "é" * 2000, Reason.MALFORMED),
     ("https://example.com:443:443/", Reason.MALFORMED),
     ("https://ex%61mple.com/", Reason.MALFORMED),
     ("https://%31%32%37.0.0.1/", Reason.MALFORMED),
@@ -209,3 +212,33 @@ def test_parsed_addresses_are_well_formed(parts: tuple[str, str, str]) -> None:
         assert result.url.isascii()
         assert "@" not in result.authority
         assert isinstance(parse(result.url), Address)
+
+
+BASE = "https://example.com/dir/page?x=1"
+REFERENCES = [
+    ("https://other.test/a", "https://other.test/a"),
+    ("http://other.test/a", "https://other.test/a"),
+    ("//other.test/a", "https://other.test/a"),
+    ("/a/b", "https://example.com/a/b"),
+    ("a", "https://example.com/dir/a"),
+    ("../a", "https://example.com/a"),
+    ("../../../a", "https://example.com/a"),
+    ("./a/./b/../c", "https://example.com/dir/a/c"),
+    ("..", "https://example.com/"),
+    ("?y=2", "https://example.com/dir/page?y=2"),
+    ("#frag", "https://example.com/dir/page?x=1"),
+    ("", "https://example.com/dir/page?x=1"),
+    ("a b?c d", "https://example.com/dir/a%20b?c%20d"),
+    ("/a?b#c", "https://example.com/a?b"),
+]
+
+
+@pytest.mark.parametrize(("reference", "expected"), REFERENCES, ids=[r for r, _ in REFERENCES])
+def test_references_resolve_against_the_page_as_rfc_3986_says(
+    reference: str, expected: str
+) -> None:
+    base = parse(BASE)
+    assert isinstance(base, Address)
+    resolved = parse(resolve_reference(base, reference))
+    assert isinstance(resolved, Address), resolved
+    assert resolved.url == expected

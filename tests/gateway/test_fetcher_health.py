@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry
 
-from fetcher.metrics import Metrics
 from fetcher.report import Report
-from fetcher.server import FetcherServer
-from fetcher.settings import Settings as FetcherSettings
-from fetcher.settings import parse_listen
 from gateway.fetcher_health import FetcherHealth
+from testkit.fetcher import running_fetcher, unix_settings
 from tests.gateway.conftest import GatewayFactory
 from tests.gateway.fake_engine import FakeEngine
 
@@ -26,25 +20,9 @@ async def never_read(*args: object, **kwargs: object) -> Report:
 
 
 @pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="tgh", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
 async def fetcher_target(sock_dir: Path) -> AsyncIterator[str]:
-    target = f"unix:{sock_dir / 'f.sock'}"
-    server = FetcherServer(
-        FetcherSettings(listen=(parse_listen(target),)),
-        reader=never_read,
-        metrics=Metrics(CollectorRegistry()),
-    )
-    await server.start()
-    try:
-        yield target
-    finally:
-        await server.stop(grace=0)
+    async with running_fetcher(unix_settings(sock_dir), never_read) as server:
+        yield server.settings.listen[0].target
 
 
 async def test_running_fetcher_is_reported_healthy(fetcher_target: str) -> None:

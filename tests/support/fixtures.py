@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: a trustme CA, a running HTTPS origin, and the test policy.
+"""Shared pytest fixtures: a trustme CA, a running HTTPS origin, the test policy, the
+render pool, and a folder for sockets. The servers themselves live in ``testkit``.
 
 The test policy is the only way loopback is reached: it is an explicit object built here
 (127.0.0.1 exempt, the origin's ephemeral port allowed), never a setting of the programs.
@@ -6,19 +7,24 @@ The test policy is the only way loopback is reached: it is an explicit object bu
 
 from __future__ import annotations
 
+import os
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from ipaddress import ip_network
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trustme
 
+from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader, Limits
 from fetcher.outcome import HopRecord
 from fetcher.policy import Policy
 from fetcher.resolver import StaticResolver
-from tests.support.origin import NAMES, Origin, running_origin
+from fetcher.workers import WorkerPool
+from testkit.fetcher import socket_folder
+from testkit.origin import NAMES, Origin, running_origin
 
 
 @pytest.fixture(scope="session")
@@ -101,3 +107,28 @@ def make_downloader(
         return Downloader(**(parts | overrides))
 
     return make
+
+
+@pytest.fixture
+async def render_pool() -> AsyncIterator[WorkerPool]:
+    """The production render worker pool (two workers, production limits), started: like
+    the long-lived pool of a running fetcher, not one paying its start-up in a test."""
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    try:
+        await pool.run(os.getpid)
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture
+def crawler(downloader: Downloader, render_pool: WorkerPool) -> Crawler:
+    """The crawl with the test downloader and the render pool."""
+    return Crawler(downloader=downloader, pool=render_pool)
+
+
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    """A short folder for Unix sockets (a socket path must fit in 108 bytes)."""
+    with socket_folder() as folder:
+        yield folder

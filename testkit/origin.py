@@ -49,6 +49,7 @@ class Reply:
     body: bytes | Callable[[], AsyncIterator[bytes]] = b""
     delay: float = 0.0
     close_after: bool = False  # hang up after answering, without saying so
+    hang_up: bool = False  # close the connection without answering at all
 
 
 Handler = Reply | Callable[[Request], Awaitable[Reply]]
@@ -157,6 +158,8 @@ class Origin:
             reply = await handler(request)
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.hang_up:
+            return False
         lines = [f"HTTP/1.1 {reply.status} Status"]
         lines += [f"{name}: {value}" for name, value in reply.headers]
         if isinstance(reply.body, bytes):

@@ -1,0 +1,75 @@
+"""Hostile pages against the reader: CPU and peak memory of one render, side by side with
+a plain page of the same size (issue 15, item A).
+
+Each page is rendered in a fresh render worker (``fetcher.workers``, production limits),
+which reports its own CPU time and peak RSS. The first reader took 51 s of CPU on the
+nested-landmark page; a linear reader takes about what a plain page of the same size takes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import time
+
+from fetcher.crawl import WORKER_PRELOAD, Page, read_page
+from fetcher.workers import Stopped, WorkerPool
+from testkit.hostile import TWO_MIB, nested_landmarks
+
+SHAPES = {
+    "plain <div>": (b"<div>", b"</div>"),
+    "nested <nav>": (b"<nav>", b"</nav>"),
+    "nested <footer>": (b"<footer>", b"</footer>"),
+    "nested [hidden]": (b"<div hidden>", b"</div>"),
+    "nested .share": (b'<div class="share">', b"</div>"),
+    "nested [role=navigation]": (b'<div role="navigation">', b"</div>"),
+}
+
+
+def _nested(opening: bytes, closing: bytes, depth: int = 2000) -> bytes:
+    head, tail = b"<html><body>", b"</body></html>"
+    links, used, index = [], len(head) + len(tail) + depth * (len(opening) + len(closing)), 0
+    while True:
+        link = b'<a href="/p%d">x</a>' % index
+        if used + len(link) > TWO_MIB:
+            break
+        links.append(link)
+        used += len(link)
+        index += 1
+    return head + opening * depth + b"".join(links) + closing * depth + tail
+
+
+def measure(page: Page) -> tuple[float, float]:
+    """Runs in a worker: CPU seconds of one render and the worker's peak RSS in MiB."""
+    started = time.process_time()
+    read_page(page)
+    return time.process_time() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+async def _run() -> None:
+    bodies = {name: _nested(*tags) for name, tags in SHAPES.items()}
+    bodies["nested <nav><main> (issue 15)"] = nested_landmarks()
+    print(f"{'page (2 MiB)':34} {'CPU s':>7} {'peak MiB':>9} {'CPU vs plain':>13}")
+    plain_cpu = 0.0
+    for name, body in bodies.items():
+        pool = WorkerPool(workers=1, preload=WORKER_PRELOAD)  # a fresh worker: its own peak
+        try:
+            page = Page(body, "text/html", "utf-8", "https://example.com/", "example.com")
+            result = await pool.run(measure, page)
+        finally:
+            pool.close()
+        if isinstance(result, Stopped):
+            print(f"{name:34} stopped: {result.detail}")
+            continue
+        cpu, peak = result
+        plain_cpu = plain_cpu or cpu
+        print(f"{name:34} {cpu:7.2f} {peak:9.0f} {cpu / plain_cpu:12.1f}x")
+
+
+def main() -> None:
+    """Print the table."""
+    asyncio.run(_run())
+
+
+if __name__ == "__main__":
+    main()

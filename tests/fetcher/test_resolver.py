@@ -1,0 +1,63 @@
+"""Lookups through c-ares against a real DNS server on loopback (issue 15, item B)."""
+
+from __future__ import annotations
+
+import asyncio
+from ipaddress import ip_address
+
+import pytest
+
+from fetcher.errors import ResolveError
+from fetcher.resolver import DnsResolver
+from testkit.dns import running_dns
+
+TABLE = {"good.test": ["192.0.2.10", "2001:db8::10"]}
+
+
+async def test_a_name_resolves_to_its_ipv4_and_ipv6_addresses() -> None:
+    async with running_dns(TABLE) as server:
+        resolver = DnsResolver(nameservers=[server.address], timeout=2.0)
+        try:
+            answers = await resolver.resolve("good.test")
+        finally:
+            await resolver.aclose()
+    assert set(answers) == {ip_address("192.0.2.10"), ip_address("2001:db8::10")}
+
+
+async def test_a_name_that_is_never_answered_fails_with_a_timeout() -> None:
+    async with running_dns(TABLE) as server:
+        resolver = DnsResolver(nameservers=[server.address], timeout=0.5)
+        try:
+            with pytest.raises(ResolveError, match="timed out"):
+                await resolver.resolve("hung.test")
+        finally:
+            await resolver.aclose()
+    assert "hung.test" in server.queries
+
+
+async def test_names_that_never_resolve_delay_only_themselves() -> None:
+    """Eight lookups that hang do not hold up a ninth, nor the resolver's close."""
+    async with running_dns(TABLE) as server:
+        resolver = DnsResolver(nameservers=[server.address], timeout=30.0)
+        hung = [asyncio.create_task(resolver.resolve(f"hung{n}.test")) for n in range(8)]
+        try:
+            while len(set(server.queries)) < 8:  # every hung lookup is out on the wire
+                await asyncio.sleep(0.01)
+            good = await asyncio.wait_for(resolver.resolve("good.test"), 5.0)
+            assert ip_address("192.0.2.10") in good
+            assert not any(task.done() for task in hung)
+        finally:
+            await asyncio.wait_for(resolver.aclose(), 5.0)
+            for task in hung:
+                task.cancel()
+            await asyncio.gather(*hung, return_exceptions=True)
+
+
+async def test_the_system_configuration_reads_etc_hosts() -> None:
+    """As the system resolver does: /etc/hosts names resolve without DNS."""
+    resolver = DnsResolver(timeout=2.0)
+    try:
+        answers = await resolver.resolve("localhost")
+    finally:
+        await resolver.aclose()
+    assert ip_address("127.0.0.1") in answers or ip_address("::1") in answers
