@@ -22,9 +22,9 @@ from fetcher.reasons import Reason
 from fetcher.resolver import StaticResolver
 from fetcher.settings import CaBundle, load_settings
 from fetcher.transport import default_ssl_context
+from testkit.origin import Origin, html
 from tests.fetcher.test_service_process import ROOT, clean_environ, kill, stop, wait_serving
 from tests.support.fixtures import policy_for
-from tests.support.origin import Origin, html
 
 VARIABLE = "TIGRESS_FETCHER_EXTRA_CA_FILE"
 
