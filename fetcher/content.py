@@ -25,7 +25,8 @@ How a page is read (all from one walk, linear in the number of elements):
   characters when it is mostly links. Adding an ancestor's other children to the region is
   worth it only when the net content grows.
 * **Boilerplate names.** An element whose class or id names boilerplate (comments, related,
-  share ...) and that holds at most 30 % of the page's text counts as links only.
+  share ...) and that holds at most half of the page's text counts as links only; one that
+  holds more still never joins the region as a sibling.
 
 The region starts at the best-scoring element. Other strong elements (a score of at least 0.3 of
 the best) pull it up to the ancestor they share with it when that adds net content: articles
@@ -90,7 +91,7 @@ _MAX_LINK_SHARE = 0.5
 _BLOCK_COST = 30
 _CELL_COST = 8
 _SCORE_SHARES = (1.0, 1 / 2, 1 / 6, 1 / 9, 1 / 12)  # holder, then four more ancestors
-_MAX_NAMED_SHARE = 0.3
+_MAX_NAMED_SHARE = 0.5
 _STRONG = 0.3  # of the best score: part of a split article
 _RIVAL = 0.5  # of the best score: a competing region when outside ours
 _MAX_RIVALS = 2
@@ -183,7 +184,7 @@ class _Node:
         self.paragraph_chars = 0
         self.blocks = 0  # paragraphs in the subtree
         self.score_sum = 0.0
-        self.named = False
+        self.named = False  # its class or id names boilerplate
         self.structured = False  # whether the subtree holds a table or a code block
 
     @property
@@ -300,9 +301,10 @@ class _Walk:
         if not node.chars:
             return
         self.nodes[node.element] = node
-        if node.chars <= _MAX_NAMED_SHARE * self.page_chars and _names_boilerplate(node.element):
-            # Comments, related stories ...: links to the scoring, whatever their text.
-            node.named = True
+        node.named = _names_boilerplate(node.element)
+        if node.named and node.chars <= _MAX_NAMED_SHARE * self.page_chars:
+            # Comments, related stories ...: links to the scoring, whatever their text. Not
+            # when they hold most of the page: then the name is wrong, or the page is a thread.
             node.net = -node.chars
             node.paragraph_chars = 0
             node.score_sum = 0.0
@@ -381,7 +383,8 @@ def _region_top(walk: _Walk, best: _Node, ranked: list[_Node]) -> _Node:
         node = node.parent if node.parent is not None else node
         if node is walk.root:
             break
-        if node.net > climbed.net + _CLIMB_GAIN:
+        added_chars, added_links = node.chars - climbed.chars, node.links - climbed.links
+        if node.net > climbed.net + _CLIMB_GAIN and added_links <= _SIBLING_LINKS * added_chars:
             climbed = node
     top = climbed
     while top.element.tag in _STRUCTURE:
