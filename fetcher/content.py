@@ -2,11 +2,10 @@
 
 The reader spends its 12,000-character budget better on the article than on what
 :mod:`fetcher.prune` leaves of the page around it (bylines, teasers, "read more" boxes, comment
-threads). This module
-looks for the article in one walk over the tree, in the spirit of Readability's scoring, and
-returns either the elements that hold it or a verdict saying why it is not sure. The caller
-renders only those elements when sure, and the whole pruned page otherwise, so a wrong guess
-costs budget rather than content as often as possible.
+threads). This module looks for the article in one walk over the tree, in the spirit of
+Readability's scoring, and returns either the elements that hold it or a verdict saying why it
+is not sure. The caller renders only those elements when sure, and the whole pruned page
+otherwise, so that a doubtful guess costs budget rather than content.
 
 How a page is read (all from one walk, linear in the number of elements):
 
@@ -29,11 +28,12 @@ How a page is read (all from one walk, linear in the number of elements):
   holds more still never joins the region as a sibling.
 
 The region starts at the best-scoring element. Other strong elements (a score of at least 0.3 of
-the best) pull it up to the ancestor they share with it when that adds net content: articles
-split over sibling containers come together. It then moves up at most two more levels when
-that adds at least 150 characters of net content (a lead paragraph or a last section outside
-the body container), out of list and table parts, and takes those siblings that look like
-paragraphs or score well.
+the best, at most six levels away) pull it up to the ancestor they share with it when that adds
+net content: articles split over sibling containers come together. It then moves up at most two
+more levels when that adds at least 150 characters of net content, at most a quarter of it in
+links (a lead paragraph or a last section outside the body container, not a rail of teasers),
+and out of list and table parts. Last it takes those siblings that score well, read like a
+paragraph, or hold a table or a code block, unless they are mostly links or named boilerplate.
 
 Not sure (:class:`Verdict`), and the caller reads the whole pruned page, when: nothing scores
 (``no_content``); the region is the whole body (``whole_page``); three or more elements scoring at
