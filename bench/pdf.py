@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pypdfium2 as pdfium
 
-from testkit.pdf_corpus import PDF_CORPUS_ROOT, PdfCase, Score, load_cases, mean_scores, score
 from fetcher.pdfresult import PdfText
 from fetcher.pdftext import read_pdf
 from fetcher.pdfwords import word_list
 from fetcher.pdfworker import extract_pdf
+from testkit.pdf_corpus import PDF_CORPUS_ROOT, PdfCase, Score, load_cases, mean_scores, score
 
 __all__ = ["bare_text", "main", "our_text"]
 

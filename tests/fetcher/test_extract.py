@@ -102,6 +102,23 @@ def test_page_wrapped_in_chrome_is_read_unpruned() -> None:
     assert _read(html).text.startswith(sentence.strip())
 
 
+def test_main_content_is_read_without_the_rest_of_the_page() -> None:
+    teasers = "".join(
+        f"<li><a href='/t/{i}'>Another story with a long enough headline, number {i}</a></li>"
+        for i in range(40)
+    )
+    html = (
+        "<body><div class='page'><div class='article'><h1>Brief</h1><p>The bridge on Mill Road "
+        "reopens on Monday, after three weeks of repairs to its deck, the council said.</p></div>"
+        f"<div class='more'><ul>{teasers}</ul></div></div></body>"
+    )
+    # A short article on a long page is no failed render: the rest is not read back in.
+    assert _read(html).text == (
+        "# Brief\nThe bridge on Mill Road reopens on Monday, after three weeks of repairs to its "
+        "deck, the council said."
+    )
+
+
 def test_page_of_only_navigation_is_not_empty() -> None:
     assert _read("<body><nav><a href='/a'>Only a menu</a></nav></body>").text == "Only a menu"
 
