@@ -38,7 +38,8 @@ from gateway.rounds import (
     vet_call,
 )
 from gateway.settings import Budgets, EngineSettings
-from gateway.tools import ToolBox, ToolContext, ToolResult
+from gateway.tool_events import ThorEvent
+from gateway.tools import ToolBox, ToolContext, ToolOutcome, ToolResult
 from gateway.tooltext import TextToolFilter
 
 log = logging.getLogger(__name__)
@@ -238,7 +239,7 @@ class ChatTurn:
     async def events(self) -> AsyncGenerator[LoopEvent, None]:
         """Run the loop; yield what the client should see, in order."""
         state = LoopState()
-        schemas = self._tools.schemas()
+        schemas: list[Any] = self._tools.schemas()
         offered = self._tools.names
         required = {name: self._tools.required_arguments(name) for name in offered}
         base = {k: v for k, v in self._body.items() if k not in _LOOP_FIELDS}
@@ -306,7 +307,7 @@ class ChatTurn:
     async def _round(
         self,
         body: dict[str, Any],
-        schemas: list[dict[str, Any]],
+        schemas: list[Any],
         hold: bool,
         out: _Round,
     ) -> AsyncIterator[LoopEvent]:
@@ -407,27 +408,30 @@ class ChatTurn:
             ]
         self._history.append(assistant)
         results: list[ToolResult | None] = [None] * len(vetted)
-        done: asyncio.Queue[int] = asyncio.Queue()
+        # Each running call puts its events, then its index when it is over.
+        items: asyncio.Queue[ThorEvent | int] = asyncio.Queue()
 
         async def run(index: int, call: VettedCall) -> None:
             try:
-                results[index] = await self._run_one(call)
+                results[index] = await self._run_one(call, items)
             finally:
-                done.put_nowait(index)
+                items.put_nowait(index)
 
         tasks = []
         for i, call in enumerate(vetted):
             if call.verdict is Verdict.RUN:
                 tasks.append(asyncio.create_task(run(i, call)))
             else:
-                results[i] = ToolResult(call.message, outcome=call.verdict.value)
+                results[i] = ToolResult(call.message, outcome=call.verdict.value)  # type: ignore[arg-type]
         try:
-            # Events go out as each call finishes; results go back in call order.
-            for _ in tasks:
-                index = await done.get()
-                finished = results[index]
-                for payload in finished.events if finished is not None else []:
-                    yield ToolEvent(payload)
+            # Events go out as the tools make them; results go back in call order.
+            running = len(tasks)
+            while running:
+                item = await items.get()
+                if isinstance(item, int):
+                    running -= 1
+                else:
+                    yield ToolEvent(item.payload())
         finally:
             for task in tasks:
                 task.cancel()
@@ -436,7 +440,8 @@ class ChatTurn:
                 await asyncio.wait(tasks)
         for call, maybe in zip(vetted, results, strict=True):
             tool_result = maybe or ToolResult(
-                prompts.TOOL_FAILED.format(name=call.name, problem="no result"), outcome="error"
+                prompts.TOOL_FAILED.format(name=call.name, problem="no result"),
+                outcome=ToolOutcome.ERROR,
             )
             if self._metrics is not None:
                 label = self._metrics.tool_label(call.name, offered)
@@ -453,21 +458,33 @@ class ChatTurn:
                 self._metrics.tool_calls.labels("unknown", "malformed").inc(result.malformed)
             self._history.append({"role": "user", "content": prompts.MALFORMED_TEXT_CALL})
 
-    async def _run_one(self, call: VettedCall) -> ToolResult:
+    async def _run_one(
+        self, call: VettedCall, events: asyncio.Queue[ThorEvent | int]
+    ) -> ToolResult:
         tool = self._tools.get(call.name)
         if tool is None:  # vet_call already refused it; kept for the type checker
             return ToolResult(
-                prompts.UNKNOWN_TOOL.format(name=call.name, names=""), outcome="error"
+                prompts.UNKNOWN_TOOL.format(name=call.name, names=""), outcome=ToolOutcome.ERROR
             )
         try:
             async with asyncio.timeout(self._options.tool_timeout):
-                return await tool.run(call.arguments, self._context)
+                async with aclosing(tool.run(call.arguments, self._context)) as items:
+                    async for item in items:
+                        if isinstance(item, ToolResult):
+                            return item
+                        events.put_nowait(item)
+            return ToolResult(
+                prompts.TOOL_FAILED.format(name=call.name, problem="no result"),
+                outcome=ToolOutcome.ERROR,
+            )
         except TimeoutError:
-            return ToolResult(prompts.TOOL_TIMEOUT.format(name=call.name), outcome="timeout")
+            return ToolResult(
+                prompts.TOOL_TIMEOUT.format(name=call.name), outcome=ToolOutcome.TIMEOUT
+            )
         except Exception as exc:
             # The exception's text may hold page or user text: log its type only.
             log.warning("tool %s failed: %s", call.name, type(exc).__name__)
             return ToolResult(
                 prompts.TOOL_FAILED.format(name=call.name, problem=type(exc).__name__),
-                outcome="error",
+                outcome=ToolOutcome.ERROR,
             )

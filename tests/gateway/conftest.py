@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 from gateway.app import FetcherProbe, create_app, fetcher_not_checked
 from gateway.loop import FilterFactory, default_filter
 from gateway.settings import EngineSettings, Settings, Timeouts
-from gateway.tools import Tool, ToolContext, ToolResult
+from gateway.tool_events import Searched
+from gateway.tools import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
 from tests.gateway.fake_engine import FakeEngine
 from tests.gateway.servers import serve
 
@@ -88,8 +89,10 @@ class FakeSearch:
     def schema(self) -> dict[str, Any]:
         return search_schema(self._name)
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        self.calls.append(arguments)
+    async def run(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> AsyncGenerator[ToolItem, None]:
+        self.calls.append(dict(arguments))
         self.running += 1
         self.max_running = max(self.max_running, self.running)
         try:
@@ -99,13 +102,12 @@ class FakeSearch:
                 await self.gate.wait()
             query = str(arguments["query"])
             if not context.budgets.take_searches(1):
-                return ToolResult("The search budget is spent.", outcome="refused")
+                yield ToolResult("The search budget is spent.", outcome=ToolOutcome.REFUSED)
+                return
             slug = "-".join(query.split())
             n = context.ledger.add(f"https://example.org/{slug}", f"About {query}")
-            return ToolResult(
-                f"[{n}] About {query} — https://example.org/{slug}",
-                events=[{"type": "searched", "queries": [query], "results": 1}],
-            )
+            yield Searched(queries=(query,), results=1)
+            yield ToolResult(f"[{n}] About {query} — https://example.org/{slug}")
         finally:
             self.running -= 1
 
@@ -132,14 +134,16 @@ class BlockingTool:
             },
         }
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+    async def run(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> AsyncGenerator[ToolItem, None]:
         self.started.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             self.cancelled.set()
             raise
-        return ToolResult("never")
+        yield ToolResult("never")
 
 
 def make_settings(engine: FakeEngine, **changes: Any) -> Settings:

@@ -99,7 +99,14 @@ async def test_round_one_required_then_auto_and_answer(
     assert first["temperature"] == 0.2  # unknown fields go to the engine unchanged
     assert first["messages"][0] == {"role": "system", "content": prompts.WEB_SYSTEM}
     assert thor(events) == [
-        {"type": "searched", "queries": ["rust 1.90"], "results": 1},
+        {
+            "type": "searched",
+            "queries": ["rust 1.90"],
+            "time_range": None,
+            "kind": None,
+            "results": 1,
+            "unresponsive_engines": [],
+        },
         {
             "type": "sources",
             "sources": [
@@ -401,8 +408,10 @@ async def test_a_failing_tool_becomes_a_tool_message(
     engine: FakeEngine, client: EngineClient
 ) -> None:
     class Broken(FakeSearch):
-        async def run(self, arguments: dict[str, Any], context: Any) -> Any:
-            raise RuntimeError("secret page text")
+        async def run(self, arguments: Any, context: Any) -> Any:
+            if arguments is not None:
+                raise RuntimeError("secret page text")
+            yield None
 
     engine.script(tool_reply(search("a")), text_reply("ok"))
     await run(make_turn(client, engine, [Broken()]))

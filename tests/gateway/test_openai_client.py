@@ -54,7 +54,14 @@ async def test_async_streaming_with_web_reads_events_from_extra_fields(
                 finish = part.choices[0].finish_reason or finish
     assert text == "Rust 1.90 shipped [1]."
     assert events == [
-        {"type": "searched", "queries": ["rust news"], "results": 1},
+        {
+            "type": "searched",
+            "queries": ["rust news"],
+            "time_range": None,
+            "kind": None,
+            "results": 1,
+            "unresponsive_engines": [],
+        },
         {
             "type": "sources",
             "sources": [
