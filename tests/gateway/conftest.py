@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -17,6 +17,7 @@ from gateway.loop import FilterFactory, default_filter
 from gateway.settings import EngineSettings, Settings, Timeouts
 from gateway.tool_events import Searched
 from gateway.tools import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
+from gateway.tooltext import FilterOutput
 from tests.gateway.fake_engine import FakeEngine
 from tests.gateway.servers import serve
 
@@ -30,25 +31,18 @@ TEST_TIMEOUTS = Timeouts(
 )
 
 
-@dataclass
-class _PlainOutput:
-    text: str
-    calls: list[Any] = field(default_factory=list)
-    malformed: int = 0
-
-
 class PlainFilter:
     """A filter that finds no calls: loop tests about structured calls stay independent
     of the text filter's rules."""
 
-    def __init__(self, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, tools: Sequence[Mapping[str, Any]]) -> None:
         self.tools = tools
 
-    def feed(self, chunk: str) -> _PlainOutput:
-        return _PlainOutput(chunk)
+    def feed(self, chunk: str) -> FilterOutput:
+        return FilterOutput(chunk, [], 0)
 
-    def close(self) -> _PlainOutput:
-        return _PlainOutput("")
+    def close(self) -> FilterOutput:
+        return FilterOutput("", [], 0)
 
 
 def search_schema(name: str = "web_search") -> dict[str, Any]:

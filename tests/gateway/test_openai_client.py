@@ -68,6 +68,7 @@ async def test_async_streaming_with_web_reads_events_from_extra_fields(
                 {"n": 1, "url": "https://example.org/rust-news", "title": "About rust news"}
             ],
         },
+        {"type": "citations", "cited": [1], "unknown": []},
     ]
     assert finish == "stop"
     assert reasoning == "checking"

@@ -9,10 +9,11 @@ import pytest
 
 from gateway import prompts, sse
 from gateway.auth import KeyChecker
+from gateway.engine import error_from_payload
 from gateway.errors import AuthError, BodyTooLargeError, EngineStatusError, RequestError
 from gateway.ledger import BudgetCounter, Ledger, normalise_url
-from gateway.proxy import _boundary, _repair_old_errors
-from gateway.request import parse_chat_request, user_text
+from gateway.messages import parse_message, user_text
+from gateway.request import parse_chat_request
 
 
 def feed_all(lines: list[str]) -> list[sse.SSEEvent]:
@@ -62,13 +63,16 @@ def test_encoded_events_are_one_data_line() -> None:
 
 
 def test_proxy_cuts_at_the_last_event_boundary() -> None:
-    assert _boundary(b"data: 1\n\ndata: 2") == len(b"data: 1\n\n")
-    assert _boundary(b"data: 1\r\n\r\ndata: 2") == len(b"data: 1\r\n\r\n")
-    assert _boundary(b"data: 1") == 0
+    assert sse.boundary(b"data: 1\n\ndata: 2") == len(b"data: 1\n\n")
+    assert sse.boundary(b"data: 1\r\n\r\ndata: 2") == len(b"data: 1\r\n\r\n")
+    assert sse.boundary(b"data: 1") == 0
 
 
 def test_proxy_turns_the_old_error_field_into_a_data_event() -> None:
-    fixed = _repair_old_errors(b'error: {"code":500,"message":"boom","type":"server_error"}\n\n')
+    fixed = sse.repair_old_errors(
+        b'error: {"code":500,"message":"boom","type":"server_error"}\n\n',
+        lambda payload: error_from_payload(payload)[1],
+    )
     assert fixed.startswith(b"data: ")
     payload = json.loads(fixed[len(b"data: ") :].split(b"\n")[0])
     assert payload["error"]["message"] == "boom"
@@ -254,7 +258,8 @@ def test_user_text_reads_strings_and_text_parts() -> None:
         {"role": "user", "content": "see https://a.example/"},
         {"role": "user", "content": [{"type": "text", "text": "and b"}, {"type": "image_url"}]},
     ]
-    assert user_text(messages) == "see https://a.example/\nand b"
+    parsed = [parse_message(m, i) for i, m in enumerate(messages)]
+    assert user_text(parsed) == "see https://a.example/\nand b"
 
 
 def test_engine_error_body_keeps_the_engines_words() -> None:

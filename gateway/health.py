@@ -1,0 +1,61 @@
+"""``/healthz``: whether the gateway's engines and fetcher answer, cached briefly.
+
+One check asks every engine's ``/models`` and the fetcher's health service at once, each
+bounded by its own timeout; its answer is reused for ``health_cache`` seconds and
+concurrent callers share one check, so a storm of health probes (or a hung engine)
+costs one look-up per period. Engines are named by `EngineSettings.label` (configured
+name, else the address without credentials).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gateway.models import ModelDirectory
+
+#: The fetcher's part of /healthz (``gateway.fetcher_health.FetcherHealth`` in production).
+FetcherProbe = Callable[[], Awaitable[dict[str, Any]]]
+
+
+async def fetcher_not_checked() -> dict[str, Any]:
+    """For apps built without a fetcher probe (tests of other parts): says so plainly."""
+    return {"checked": False, "ok": None, "detail": "not checked"}
+
+
+class Health:
+    """The cached health answer."""
+
+    def __init__(
+        self,
+        models: ModelDirectory,
+        fetcher: FetcherProbe,
+        *,
+        cache_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._models = models
+        self._fetcher = fetcher
+        self._cache_seconds = cache_seconds
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self._answer: dict[str, Any] | None = None
+        self._at = float("-inf")
+
+    async def check(self) -> dict[str, Any]:
+        """``{"status": "ok"|"degraded", "engines": [{"engine", "ok"}], "fetcher": {...}}``."""
+        if self._answer is not None and self._clock() - self._at < self._cache_seconds:
+            return self._answer
+        async with self._lock:
+            if self._answer is None or self._clock() - self._at >= self._cache_seconds:
+                self._answer = await self._fresh()
+                self._at = self._clock()
+            return self._answer
+
+    async def _fresh(self) -> dict[str, Any]:
+        probes, fetcher = await asyncio.gather(self._models.probe(), self._fetcher())
+        engines = [{"engine": engine.label, "ok": ok} for engine, ok in probes]
+        healthy = all(ok for _, ok in probes) and fetcher.get("ok") is not False
+        return {"status": "ok" if healthy else "degraded", "engines": engines, "fetcher": fetcher}
