@@ -80,6 +80,7 @@ def create_app(
     filter_factory: FilterFactory = default_filter,
     fetcher_probe: FetcherProbe = fetcher_not_checked,
     drain: Drain | None = None,
+    metrics: GatewayMetrics | None = None,
 ) -> Starlette:
     """Build the gateway application.
 
@@ -91,9 +92,12 @@ def create_app(
         registry: Prometheus registry (a fresh one by default, so apps do not collide).
         filter_factory: Builds the text-tool-call filter of each round.
         fetcher_probe: The fetcher's part of ``/healthz``.
-        drain: The shutdown state `gateway.__main__` starts at SIGTERM.
+        drain: The shutdown state `gateway.serving.GatewayServer` starts at SIGTERM.
+        metrics: The metric families (built on ``registry`` when not given; the server's
+            connection guard shares them).
     """
-    metrics = GatewayMetrics(registry if registry is not None else CollectorRegistry())
+    if metrics is None:
+        metrics = GatewayMetrics(registry if registry is not None else CollectorRegistry())
     limits = settings.limits
     key_limits = KeyLimits(
         chats_per_key=limits.chats_per_key,

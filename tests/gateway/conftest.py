@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry
 
 from gateway.app import FetcherProbe, create_app, fetcher_not_checked
 from gateway.loop import FilterFactory, default_filter
+from gateway.metrics import GatewayMetrics
+from gateway.serving import uvicorn_config
 from gateway.settings import EngineSettings, Settings, Timeouts
 from gateway.tool_events import Searched
 from gateway.tools import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
@@ -168,14 +170,17 @@ def gateway_at(engine: FakeEngine) -> GatewayFactory:
         filters: FilterFactory | None = None,
         fetcher_probe: FetcherProbe = fetcher_not_checked,
     ) -> AsyncIterator[str]:
+        settings = settings or make_settings(engine)
+        metrics = GatewayMetrics(registry if registry is not None else CollectorRegistry())
         app = create_app(
-            settings or make_settings(engine),
+            settings,
             tools=tools,
-            registry=registry,
+            metrics=metrics,
             filter_factory=filters or default_filter,
             fetcher_probe=fetcher_probe,
         )
-        async with serve(app) as url:
+        config = uvicorn_config(app, settings, metrics, log_level="warning")
+        async with serve(app, config) as url:
             yield url
 
     return start
