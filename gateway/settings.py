@@ -11,6 +11,7 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     api_keys_file = "/etc/tigress/keys"        # or api_keys = ["..."]
     max_body_bytes = 1048576
     searxng_url = "http://127.0.0.1:8888"
+    searxng_results = 6                        # results kept per search
     fetcher_target = ["unix:/run/fetcher/fetcher.sock"]   # default: [fetcher] listen below
 
     [fetcher]                                  # the fetcher process's own settings
@@ -31,6 +32,7 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     tool = 120
     keepalive = 10
     models_cache = 60
+    searxng = 15                               # a whole search; above SearXNG's own limit
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -91,6 +93,8 @@ class Timeouts:
     keepalive: float = 10.0
     #: How long a discovered model list is trusted.
     models_cache: float = 60.0
+    #: A whole SearXNG search; above SearXNG's outgoing.max_request_timeout.
+    searxng: float = 15.0
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,7 @@ class Settings:
     listen_port: int = 8000
     engines: tuple[EngineSettings, ...] = (EngineSettings(DEFAULT_ENGINE_URL),)
     searxng_url: str = DEFAULT_SEARXNG_URL
+    searxng_results: int = 6
     fetcher: tuple[str, ...] = (DEFAULT_FETCHER,)
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -131,6 +136,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     known = {"listen", "engine_url", "api_keys", "api_keys_file", "max_body_bytes"}
     # The [fetcher] table is the fetcher process's own section of a shared file.
     known |= {"searxng_url", "fetcher_target", "fetcher", "engines", "budgets", "timeouts"}
+    known |= {"searxng_results"}
     for key in table:
         if key not in known:
             raise SettingsError(f"{config_path}: unknown setting {key!r}")
@@ -170,21 +176,18 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         searches=budgets_table.int_("searches", Budgets.searches, minimum=0),
         pages=budgets_table.int_("pages", Budgets.pages, minimum=0),
     )
-    timeouts_table = toml.sub(
-        "timeouts", {"engine_connect", "engine_read", "tool", "keepalive", "models_cache"}
-    )
+    timeout_names = [f.name for f in fields(Timeouts)]
+    timeouts_table = toml.sub("timeouts", set(timeout_names))
     defaults = Timeouts()
     timeouts = Timeouts(
-        **{
-            name: timeouts_table.float_(name, getattr(defaults, name))
-            for name in ("engine_connect", "engine_read", "tool", "keepalive", "models_cache")
-        }
+        **{name: timeouts_table.float_(name, getattr(defaults, name)) for name in timeout_names}
     )
     return Settings(
         listen_host=host,
         listen_port=port,
         engines=engines,
         searxng_url=searxng_url,
+        searxng_results=toml.int_("searxng_results", Settings.searxng_results, minimum=1),
         fetcher=fetcher,
         api_keys=keys,
         max_body_bytes=max_body,
