@@ -250,4 +250,6 @@ def outcome(
         return "timeout"
     if problem is None and failures and failures[0].reason in REFUSALS:
         return "refused"
+    if problem is None and failures and failures[0].reason is Reason.TIMEOUT:
+        return "timeout"
     return "error"

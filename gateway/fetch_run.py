@@ -11,7 +11,7 @@ early (the client went away) cancels the read on the fetcher's side.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -59,7 +59,7 @@ async def fetch_page(
     user_text: str,
     request_id: str = "",
     deadline: float | None = None,
-) -> AsyncIterator[ReadEvent | FetchDone]:
+) -> AsyncGenerator[ReadEvent | FetchDone, None]:
     """Run one call: one ``ReadEvent`` per page as it is done, then ``FetchDone``.
 
     Use it under ``contextlib.aclosing`` so that leaving early closes the RPC at once.

@@ -138,6 +138,8 @@ SEARCH_EMPTY_UNKNOWN = (
 )
 #: One of a query's searches (its own words or a widening) failed while another worked.
 SEARCH_PART_FAILED = "One of the searches for this query failed: {message}"
+#: Results of a query that an earlier query of the same call already listed.
+SEARCH_ALREADY_LISTED = "Also found, listed above: {numbers}."
 #: Shown for a result without a title.
 SEARCH_NO_TITLE = "(no title)"
 #: Queries of a call that the search budget did not cover.

@@ -102,7 +102,8 @@ def tool_text(
     """The tool message (without the budget trailer, which the loop adds).
 
     Every result shown gets its ledger number (a known address keeps its number); a
-    result already shown for an earlier query of the same call is not repeated.
+    result already shown for an earlier query of the same call is not repeated, only
+    named by its number.
 
     Returns:
         The text, and how many results it shows.
@@ -119,13 +120,17 @@ def tool_text(
             lines += [
                 prompts.SEARCH_INSTANT_ANSWER.format(answer=text) for text in query.instant_answers
             ]
+            repeated: list[str] = []
             for hit in query.hits:
                 key = normalise_url(hit.url)
                 if key in shown:
+                    repeated.append(f"[{ledger.add(hit.url, hit.title)}]")
                     continue
                 shown.add(key)
                 count += 1
                 lines += _result_lines(hit, ledger)
+            if repeated:
+                lines.append(prompts.SEARCH_ALREADY_LISTED.format(numbers=", ".join(repeated)))
             if not query.hits:
                 lines.append(_nothing(query.coverage, call))
             lines += [

@@ -54,8 +54,13 @@ def http_client(
 ) -> httpx.AsyncClient:
     """The httpx client for SearXNG alone, for the composition root to build and close.
 
-    Proxy variables are ignored (``trust_env=False``) and redirects are not followed, so
-    the gateway talks to the configured SearXNG address and nothing else.
+    # Security
+    SPEC 1: the gateway opens no connection to the open internet. Proxy variables are
+    ignored (``trust_env=False``) and redirects are not followed (a redirect is a
+    failure value), so a search goes to the configured SearXNG address and nowhere
+    else, whatever the environment or SearXNG's answer says. Proved by
+    ``tests/gateway/research/test_searxng_client.py``
+    (``test_a_redirect_is_not_followed``, ``test_proxy_variables_do_not_reroute_searches``).
     """
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout),

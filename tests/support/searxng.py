@@ -35,6 +35,7 @@ class Served:
         delay: Seconds to wait before answering.
         hang: Never answer (until the stand-in stops).
         cut: Send half the body, then hang up (Content-Length promises all of it).
+        headers: More headers (``Location``...).
     """
 
     status: int
@@ -44,6 +45,7 @@ class Served:
     delay: float = 0.0
     hang: bool = False
     cut: bool = False
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,11 +105,15 @@ def pointed_at(served: Served, hosts: Mapping[str, str], port: int) -> Served:
 class SearxngStandIn:
     """An HTTP server on 127.0.0.1 answering ``/search`` and ``/healthz`` as SearXNG does.
 
-    ``answers`` maps a ``q`` value to its answer; other queries get ``default``.
+    ``answers`` maps a ``q`` value to its answer; other queries get ``default``. With
+    ``hold_until`` set, no search is answered before that many have arrived (proof that a
+    caller sends them at the same time, without timing anything).
     """
 
     def __init__(self) -> None:
         self.answers: dict[str, Served] = {}
+        self.hold_until = 0
+        self._arrived = asyncio.Condition()
         self.default = recorded("search_normal.json")
         self.health = Served(200, "text/plain; charset=utf-8", b"OK")
         self.asked: list[Asked] = []
@@ -168,6 +174,9 @@ class SearxngStandIn:
     async def _answer(self, asked: Asked, writer: asyncio.StreamWriter) -> None:
         if asked.path == "/search":
             served = self.answers.get(asked.params.get("q", ""), self.default)
+            async with self._arrived:
+                self._arrived.notify_all()
+                await self._arrived.wait_for(lambda: len(self.searches()) >= self.hold_until)
         elif asked.path == "/healthz":
             served = self.health
         else:
@@ -183,6 +192,7 @@ class SearxngStandIn:
         ]
         if served.server_timing is not None:
             head.append(f"Server-Timing: {served.server_timing}")
+        head += [f"{name}: {value}" for name, value in served.headers]
         body = served.body[: len(served.body) // 2] if served.cut else served.body
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
         await writer.drain()

@@ -9,7 +9,7 @@ import re
 import httpx
 import pytest
 
-from gateway.searxng import SEARCH_HEADERS, USER_AGENT, SearxngClient
+from gateway.searxng import SEARCH_HEADERS, USER_AGENT, SearxngClient, http_client
 from gateway.searxng_answer import FailureCause, SearchAnswer, SearchFailure, read_answer
 from tests.support.searxng import (
     SearxngStandIn,
@@ -176,3 +176,29 @@ async def test_the_probe_of_a_hanging_searxng_ends(
     searxng.health = Served(200, "text/plain", b"OK", hang=True)
     health = await searxng_client.probe(deadline=0.2)
     assert (health.ok, health.cause) == (False, FailureCause.TIMEOUT)
+
+
+async def test_a_redirect_is_not_followed(
+    searxng: SearxngStandIn, searxng_client: SearxngClient
+) -> None:
+    with refusing_url() as elsewhere:
+        searxng.default = Served(
+            302, "text/html", b"", headers=(("Location", f"{elsewhere}/search?q=kettle"),)
+        )
+        result = await searxng_client.search("kettle")
+    assert isinstance(result, SearchFailure)
+    assert (result.cause, result.status) == (FailureCause.HTTP_STATUS, 302)
+    assert len(searxng.asked) == 1
+
+
+async def test_proxy_variables_do_not_reroute_searches(
+    searxng: SearxngStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with refusing_url() as proxy:
+        for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.setenv(name, proxy)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        async with http_client(timeout=5.0) as http:
+            result = await SearxngClient(http, searxng.url).search("kettle")
+    assert isinstance(result, SearchAnswer)
