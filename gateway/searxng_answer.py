@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 import json
 import re
-import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from html.parser import HTMLParser
@@ -38,6 +37,8 @@ MAX_INSTANT_ANSWERS = 3
 
 _TIMING_ENGINE = re.compile(r"total_\d+_(.+)")
 _SPACE = re.compile(r"\s+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 
 
 class FailureCause(enum.StrEnum):
@@ -250,7 +251,7 @@ def _usable_url(url: str) -> bool:
         bool(sep)
         and scheme.lower() in ("http", "https")
         and bool(rest)
-        and not any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url)
+        and _SPACE_OR_CONTROL.search(url) is None
     )
 
 
@@ -361,8 +362,9 @@ def plain_text(value: str, max_chars: int) -> str:
 def one_line(value: str, max_chars: int) -> str:
     """Whitespace (line breaks included) folded to single spaces, cut to ``max_chars``."""
     text = _SPACE.sub(" ", value).strip()
-    # Control characters (Cc) carry no meaning for the model and could hide text.
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cc")
+    # Control characters (Cc: C0, DEL, C1) carry no meaning for the model and could hide
+    # text.
+    text = _CONTROL.sub("", text)
     if len(text) <= max_chars:
         return text
     cut = text[: max_chars - 1]
