@@ -6,13 +6,14 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from gateway import prompts
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.search_run import SearchDone, web_search
 from gateway.searxng import SearxngClient
 from gateway.searxng_answer import FailureCause
-from tests.support.searxng import SearxngStandIn, recorded, refusing_url
+from tests.support.searxng import SearxngStandIn, index, recorded, refusing_url, search_files
 
 
 async def search(
@@ -184,3 +185,31 @@ async def test_a_failing_angle_does_not_hide_the_querys_results(
     assert "One of the searches for this query failed:" in done.text
     assert done.event is not None
     assert done.event.error is None
+
+
+@pytest.mark.parametrize("file", search_files())
+async def test_the_tool_text_of_every_recorded_answer(
+    file: str, searxng: SearxngStandIn, searxng_client: SearxngClient
+) -> None:
+    searxng.default = recorded(file)
+    entry = index()[file]
+    done = await search(searxng_client, query="kettle")
+    lines = done.text.splitlines()
+    assert lines[0] == 'Results for "kettle":'
+    numbered = [line for line in lines if line.startswith("[")]
+    if entry["status"] != 200:
+        assert done.outcome == "error"
+        assert len(lines) == 2
+        assert lines[1].startswith("The search failed: ")
+        assert "The operator should" in lines[1]
+        return
+    document = json.loads(recorded(file).body)
+    assert done.outcome == "ok"
+    assert len(numbered) == min(6, len(document["results"]))
+    assert [line.split("]")[0] for line in numbered] == [
+        f"[{n}" for n in range(1, len(numbered) + 1)
+    ]
+    for name, reason in document["unresponsive_engines"]:
+        assert f"{name} ({reason})" in done.text
+    if not document["results"]:
+        assert lines[1].startswith("No results")
