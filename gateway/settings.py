@@ -12,6 +12,7 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     max_body_bytes = 1048576
     media_urls = "refuse"                      # "allow": engines may fetch media addresses
     searxng_url = "http://127.0.0.1:8888"
+    searxng_results = 6                        # results kept per search
     fetcher_target = ["unix:/run/fetcher/fetcher.sock"]   # default: [fetcher] listen below
 
     [fetcher]                                  # the fetcher process's own settings
@@ -45,6 +46,7 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     client_body = 30                           # its body within this
     client_idle = 5                            # an idle kept-alive connection is closed
     shutdown_grace = 10                        # answers in flight at SIGTERM get this long
+    searxng = 15                               # a whole search; above SearXNG's own limit
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -135,21 +137,8 @@ class Timeouts:
     client_idle: float = 5.0
     #: At SIGTERM, answers in flight get this long before they end with an error chunk.
     shutdown_grace: float = 10.0
-
-
-_TIMEOUT_NAMES = (
-    "engine_connect",
-    "engine_read",
-    "tool",
-    "keepalive",
-    "models_cache",
-    "models_failure_cache",
-    "health_cache",
-    "client_header",
-    "client_body",
-    "client_idle",
-    "shutdown_grace",
-)
+    #: A whole SearXNG search; above SearXNG's outgoing.max_request_timeout.
+    searxng: float = 15.0
 
 
 @dataclass(frozen=True)
@@ -183,6 +172,7 @@ class Settings:
     listen_port: int = 8000
     engines: tuple[EngineSettings, ...] = (EngineSettings(DEFAULT_ENGINE_URL),)
     searxng_url: str = DEFAULT_SEARXNG_URL
+    searxng_results: int = 6
     fetcher: tuple[str, ...] = (DEFAULT_FETCHER,)
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -217,6 +207,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     known |= {"limits"}
     # The [fetcher] table is the fetcher process's own section of a shared file.
     known |= {"searxng_url", "fetcher_target", "fetcher", "engines", "budgets", "timeouts"}
+    known |= {"searxng_results"}
     for key in table:
         if key not in known:
             raise SettingsError(f"{config_path}: unknown setting {key!r}")
@@ -256,10 +247,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         searches=budgets_table.int_("searches", Budgets.searches, minimum=0),
         pages=budgets_table.int_("pages", Budgets.pages, minimum=0),
     )
-    timeouts_table = toml.sub("timeouts", set(_TIMEOUT_NAMES))
+    timeout_names = [f.name for f in fields(Timeouts)]
+    timeouts_table = toml.sub("timeouts", set(timeout_names))
     defaults = Timeouts()
     timeouts = Timeouts(
-        **{name: timeouts_table.float_(name, getattr(defaults, name)) for name in _TIMEOUT_NAMES}
+        **{name: timeouts_table.float_(name, getattr(defaults, name)) for name in timeout_names}
     )
     limits_table = toml.sub(
         "limits",
@@ -284,6 +276,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         listen_port=port,
         engines=engines,
         searxng_url=searxng_url,
+        searxng_results=toml.int_("searxng_results", Settings.searxng_results, minimum=1),
         fetcher=fetcher,
         api_keys=keys,
         max_body_bytes=max_body,
