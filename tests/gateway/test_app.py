@@ -243,7 +243,7 @@ async def test_metrics_is_a_route_without_redirect(
         for name, f in families.items()
         if name.startswith("tigress_gateway_") and not name.endswith("_created")
     }
-    assert len(ours) == 9
+    assert len(ours) == 10
     for family in ours.values():
         if family.type == "counter":
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
