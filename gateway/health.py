@@ -16,6 +16,9 @@ from typing import Any
 
 from gateway.models import ModelDirectory
 
+#: Longest wait for one engine's answer to a health probe.
+PROBE_SECONDS = 1.0
+
 #: The fetcher's part of /healthz (``gateway.fetcher_health.FetcherHealth`` in production).
 FetcherProbe = Callable[[], Awaitable[dict[str, Any]]]
 
@@ -55,7 +58,7 @@ class Health:
             return self._answer
 
     async def _fresh(self) -> dict[str, Any]:
-        probes, fetcher = await asyncio.gather(self._models.probe(), self._fetcher())
+        probes, fetcher = await asyncio.gather(self._models.probe(PROBE_SECONDS), self._fetcher())
         engines = [{"engine": engine.label, "ok": ok} for engine, ok in probes]
         healthy = all(ok for _, ok in probes) and fetcher.get("ok") is not False
         return {"status": "ok" if healthy else "degraded", "engines": engines, "fetcher": fetcher}
