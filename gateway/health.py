@@ -1,10 +1,9 @@
 """``/healthz``: whether the gateway's engines, SearXNG and fetcher answer, cached briefly.
 
 One check asks every engine's ``/models``, SearXNG's ``/healthz`` and the fetcher's health
-service at once, each
-bounded by its own timeout; its answer is reused for ``health_cache`` seconds and
-concurrent callers share one check, so a storm of health probes (or a hung engine)
-costs one look-up per period. Engines are named by `EngineSettings.label` (configured
+service at once, each bounded by its own timeout; its answer is reused for
+``health_cache`` seconds and concurrent callers share one check, so a storm of health
+probes (or a hung engine) costs one look-up per period. Engines are named by `EngineSettings.label` (configured
 name, else the address without credentials).
 """
 
@@ -16,6 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.models import ModelDirectory
+
+#: Longest wait for one engine's answer to a health probe.
+PROBE_SECONDS = 1.0
 
 #: One part of /healthz: ``{"checked": bool, "ok": bool | None, ...}``.
 Probe = Callable[[], Awaitable[dict[str, Any]]]
@@ -68,7 +70,7 @@ class Health:
 
     async def _fresh(self) -> dict[str, Any]:
         probes, searxng, fetcher = await asyncio.gather(
-            self._models.probe(), self._searxng(), self._fetcher()
+            self._models.probe(PROBE_SECONDS), self._searxng(), self._fetcher()
         )
         engines = [{"engine": engine.label, "ok": ok} for engine, ok in probes]
         healthy = (
