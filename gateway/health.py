@@ -3,8 +3,8 @@
 One check asks every engine's ``/models``, SearXNG's ``/healthz`` and the fetcher's health
 service at once, each bounded by its own timeout; its answer is reused for
 ``health_cache`` seconds and concurrent callers share one check, so a storm of health
-probes (or a hung engine) costs one look-up per period. Engines are named by `EngineSettings.label` (configured
-name, else the address without credentials).
+probes (or a hung engine) costs one look-up per period. Engines are named by
+`EngineSettings.label` (configured name, else the address without credentials).
 """
 
 from __future__ import annotations
