@@ -6,7 +6,16 @@ import importlib
 import sys
 import time
 
-BENCHES = ("download", "extraction", "hostile", "pdf", "grpc_hop", "tooltext", "gateway_stream")
+BENCHES = (
+    "download",
+    "extraction",
+    "hostile",
+    "pdf",
+    "grpc_hop",
+    "tooltext",
+    "gateway_stream",
+    "research",
+)
 
 
 def main() -> None:

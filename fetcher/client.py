@@ -33,10 +33,35 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2
 
-from fetcher.reasons import Reason
+from fetcher.reasons import DESCRIPTIONS, Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.settings import DEV_SOCKET
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
+
+# The report values and the reason vocabulary are part of what the gateway imports: it
+# may import only this module and the generated contract (tests/test_architecture.py).
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "DESCRIPTIONS",
+    "FetcherBusy",
+    "FetcherClient",
+    "FetcherClientError",
+    "FetcherFailed",
+    "FetcherProtocolError",
+    "FetcherRejected",
+    "FetcherTimeout",
+    "FetcherUnavailable",
+    "PageFailed",
+    "PageRead",
+    "Reason",
+    "Report",
+    "channel_options",
+    "default_target",
+    "failure_from_pb",
+    "page_from_pb",
+    "reason_from_pb",
+    "report_from_pb",
+]
 
 MIB = 1024 * 1024
 #: A read takes at most 30 s on the fetcher's side; the default call deadline leaves room

@@ -1,42 +1,56 @@
-"""``python -m gateway``: check the settings, then serve the gateway with uvicorn."""
+"""``python -m gateway``: check the settings, then serve the gateway with uvicorn.
+
+Exits 2 with a message naming a bad setting; 0 after a graceful drain (SIGTERM, SIGINT).
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 
-import uvicorn
+from prometheus_client import CollectorRegistry
 
 from gateway.app import create_app
-from gateway.fetcher_health import FetcherHealth
+from gateway.drain import Drain
+from gateway.metrics import GatewayMetrics
+from gateway.serving import (
+    AcceptFloodFilter,
+    GatewayServer,
+    connection_cap,
+    raise_fd_limit,
+    uvicorn_config,
+)
 from gateway.settings import SettingsError, load_settings
 
 
 def main() -> None:
-    """Start the gateway; exit with status 2 and a message naming a bad setting."""
+    """Start the gateway."""
     try:
         settings = load_settings()
     except SettingsError as exc:
         print(f"gateway: bad setting: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # httpx logs a line per engine request at INFO: noise on the first-token path.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+    flood = AcceptFloodFilter()
+    for name in ("asyncio", "uvicorn.error"):
+        logging.getLogger(name).addFilter(flood)
+    log = logging.getLogger("gateway")
     if not settings.api_keys:
-        logging.getLogger("gateway").warning(
+        log.warning(
             "no access keys configured: the API is open to anyone who can reach %s",
             settings.listen_host,
         )
-    uvicorn.run(
-        create_app(settings, fetcher_probe=FetcherHealth(settings.fetcher)),
-        host=settings.listen_host,
-        port=settings.listen_port,
-        workers=1,
-        server_header=False,
-        timeout_graceful_shutdown=20,
-        log_level="info",
-        # No access log: a line per request costs a write on the first-token path, and
-        # client addresses are not needed (the metrics count requests).
-        access_log=False,
-    )
+    cap = connection_cap(settings.limits.max_connections, raise_fd_limit())
+    if cap < settings.limits.max_connections:
+        log.warning("max_connections lowered to %d by the file descriptor limit", cap)
+    metrics = GatewayMetrics(CollectorRegistry())
+    drain = Drain()
+    app = create_app(settings, metrics=metrics, drain=drain)
+    config = uvicorn_config(app, settings, metrics, max_connections=cap)
+    GatewayServer(config, drain, settings.timeouts.shutdown_grace).run()
 
 
 if __name__ == "__main__":

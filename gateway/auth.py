@@ -34,27 +34,34 @@ class KeyChecker:
         """Whether keys are configured at all (a loopback-only gateway may run without)."""
         return bool(self._digests)
 
-    def check(self, authorization: str | None) -> None:
+    def check(self, authorization: str | None) -> int:
         """Accept the header value or raise.
 
         Args:
             authorization: The raw ``Authorization`` header, or ``None`` when absent.
+
+        Returns:
+            Which configured key it is (its position), for the per-key limits; ``-1``
+            when no keys are configured (everyone is the same anonymous client).
 
         Raises:
             AuthError: Keys are configured and the header is missing, not a Bearer
                 credential, or not a configured key.
         """
         if not self._digests:
-            return
+            return -1
         scheme, _, token = (authorization or "").strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthError("Missing access key: send Authorization: Bearer <key>.")
         candidate = _digest(token.strip())
-        matched = False
-        for digest in self._digests:
-            matched |= hmac.compare_digest(candidate, digest)
-        if not matched:
+        found = -1
+        for index, digest in enumerate(self._digests):
+            # No early exit, and the same work whichever key matches.
+            same = hmac.compare_digest(candidate, digest)
+            found = index if same else found
+        if found < 0:
             raise AuthError("Wrong access key.")
+        return found
 
 
 def _digest(key: str) -> bytes:

@@ -2,7 +2,10 @@
 
 Every engine call goes through one shared ``httpx.AsyncClient`` (built in the composition
 root with timeouts and ``trust_env=False``), and every httpx exception is translated in
-one place, `engine_errors`, into the `gateway.errors.EngineError` tree.
+one place, `engine_errors`, into the `gateway.errors.EngineError` tree, naming the engine
+by its label (configured name or address, never its key). A wait for a free connection
+of the gateway's own pool is the gateway's saturation, not the engine's fault: it
+becomes `gateway.errors.BusyError` (503), never a 504.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from typing import Any
 
 import httpx
 
+from gateway.chunks import EngineChunk, parse_chunk
 from gateway.errors import (
+    BusyError,
     EngineError,
     EngineStatusError,
     EngineStreamError,
@@ -28,17 +33,35 @@ from gateway.sse import SSEDecoder
 _ERROR_BODY_LIMIT = 64 * 1024
 
 
+#: Seconds a client is asked to wait when the gateway's engine connections are all busy.
+BUSY_RETRY_AFTER = 2
+
+
 @contextmanager
-def engine_errors() -> Iterator[None]:
+def engine_errors(engine: EngineSettings) -> Iterator[None]:
     """Translate httpx exceptions raised inside the block into engine errors."""
+    name = engine.label
     try:
         yield
+    except httpx.PoolTimeout as exc:
+        raise BusyError(
+            "The gateway is busy: no engine connection was free in time.", BUSY_RETRY_AFTER
+        ) from exc
     except httpx.TimeoutException as exc:
-        raise EngineTimeoutError("The model engine did not answer in time.") from exc
+        error: EngineError = EngineTimeoutError(f"The model engine {name} did not answer in time.")
+        error.engine = name
+        raise error from exc
     except httpx.RemoteProtocolError as exc:
-        raise EngineUnreachableError("The connection to the model engine broke.") from exc
+        error = EngineUnreachableError(f"The connection to the model engine {name} broke.")
+        error.engine = name
+        raise error from exc
     except httpx.TransportError as exc:
-        raise EngineUnreachableError("The model engine cannot be reached.") from exc
+        error = EngineUnreachableError(f"The model engine {name} cannot be reached.")
+        error.engine = name
+        raise error from exc
+    except EngineError as exc:
+        exc.engine = exc.engine or name
+        raise
 
 
 def _headers(engine: EngineSettings) -> dict[str, str]:
@@ -74,9 +97,13 @@ class EngineClient:
         self._http = http
 
     async def chat_chunks(
-        self, engine: EngineSettings, body: dict[str, Any]
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """Stream one chat completion and yield its chunks as decoded objects.
+        self, engine: EngineSettings, body: bytes
+    ) -> AsyncGenerator[EngineChunk, None]:
+        """Stream one chat completion and yield its chunks, typed.
+
+        Args:
+            engine: The engine.
+            body: The JSON request body, encoded.
 
         Chunks that are not JSON objects are skipped; the stream may end without
         ``[DONE]``. Use with ``contextlib.aclosing`` so a cancelled caller closes the
@@ -88,14 +115,15 @@ class EngineClient:
             EngineUnreachableError: No connection, or it broke.
             EngineTimeoutError: The engine went quiet past the timeout.
         """
-        with engine_errors():
+        with engine_errors(engine):
+            headers = _headers(engine) | {"Content-Type": "application/json"}
             request = self._http.build_request(
-                "POST", f"{engine.url}/chat/completions", json=body, headers=_headers(engine)
+                "POST", f"{engine.url}/chat/completions", content=body, headers=headers
             )
             response = await self._http.send(request, stream=True)
             try:
                 if response.status_code >= 400:
-                    raise await _status_error(response)
+                    raise await status_error(response)
                 decoder = SSEDecoder()
                 done = False
                 async for line in response.aiter_lines():
@@ -112,7 +140,7 @@ class EngineClient:
                         if event.error or (isinstance(payload, dict) and "error" in payload):
                             raise EngineStreamError(error_from_payload(payload)[0])
                         if isinstance(payload, dict):
-                            yield payload
+                            yield parse_chunk(payload)
                 if done:
                     return
                 event = decoder.close()
@@ -121,7 +149,7 @@ class EngineClient:
                         if event.error or (isinstance(payload, dict) and "error" in payload):
                             raise EngineStreamError(error_from_payload(payload)[0])
                         if isinstance(payload, dict):
-                            yield payload
+                            yield parse_chunk(payload)
             finally:
                 await response.aclose()
 
@@ -136,7 +164,7 @@ class EngineClient:
             EngineTimeoutError: No answer in time.
         """
         headers = _headers(engine) | {"Content-Type": "application/json"}
-        with engine_errors():
+        with engine_errors(engine):
             request = self._http.build_request(
                 "POST", f"{engine.url}{path}", content=body, headers=headers
             )
@@ -152,21 +180,34 @@ class EngineClient:
         Raises:
             EngineError: The engine cannot be reached or answered badly.
         """
-        with engine_errors():
+        with engine_errors(engine):
             response = await self._http.get(
                 f"{engine.url}/models",
                 headers=_headers(engine),
                 timeout=wait if wait is not None else httpx.USE_CLIENT_DEFAULT,
             )
+        name = engine.label
         if response.status_code != 200:
-            raise EngineStatusError(
-                502, None, f"The model engine answered {response.status_code} to /models."
+            error: EngineError = EngineStatusError(
+                502, None, f"The model engine {name} answered {response.status_code} to /models."
             )
+            error.engine = name
+            raise error
         try:
             data = response.json().get("data", [])
             return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
-        except (ValueError, AttributeError) as exc:
-            raise EngineError("The model engine's /models answer is not a model list.") from exc
+        except (ValueError, AttributeError, RecursionError) as exc:
+            error = EngineError(f"The model engine {name}'s /models answer is not a model list.")
+            error.engine = name
+            raise error from exc
+
+
+async def status_error(response: httpx.Response) -> EngineStatusError:
+    """The error for an engine's error status, with its body's message and its
+    ``Retry-After``."""
+    error = await _status_error(response)
+    error.retry_after = response.headers.get("retry-after")
+    return error
 
 
 async def _status_error(response: httpx.Response) -> EngineStatusError:
@@ -177,7 +218,7 @@ async def _status_error(response: httpx.Response) -> EngineStatusError:
             break
     try:
         payload = json.loads(raw[:_ERROR_BODY_LIMIT])
-    except ValueError:
+    except (ValueError, RecursionError):
         payload = None
     if payload is None:
         text = raw[:200].decode("utf-8", "replace").strip()
@@ -197,7 +238,7 @@ def _payloads(data: str) -> list[Any]:
         return ["[DONE]"]
     try:
         return [json.loads(text)]
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     out: list[Any] = []
     for raw_line in text.splitlines():
@@ -207,6 +248,6 @@ def _payloads(data: str) -> list[Any]:
             continue
         try:
             out.append(json.loads(line))
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     return out

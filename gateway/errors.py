@@ -7,10 +7,14 @@ after::
 
     GatewayError                      base: status, OpenAI type and code, a safe message
     ├── RequestError                  the client's request is wrong (400)
-    │   └── BodyTooLargeError         the body is over the configured limit (413)
+    │   ├── BodyTooLargeError         the body is over the configured limit (413)
+    │   └── BodyTimeoutError          the body did not arrive in time (408)
     ├── AuthError                     the Bearer key is missing or wrong (401)
     ├── UnknownModelError             no configured engine serves the model (404)
-    └── EngineError                   the engine failed us
+    ├── RateLimitError                a key is over its own limits (429, Retry-After)
+    ├── BusyError                     the gateway itself is saturated (503, Retry-After)
+    │   └── ShuttingDownError         the gateway is draining for shutdown (503)
+    └── EngineError                   the engine failed us (names the engine, never its key)
         ├── EngineUnreachableError    no connection, or it broke mid-answer (502)
         ├── EngineTimeoutError        the engine went quiet past the timeout (504)
         ├── EngineStatusError         the engine answered with an error status (its own)
@@ -39,6 +43,10 @@ class GatewayError(Exception):
         """Return the OpenAI error body for this error."""
         return {"error": {"message": self.message, "type": self.error_type, "code": self.code}}
 
+    def headers(self) -> dict[str, str]:
+        """Extra response headers (``Retry-After``, ``WWW-Authenticate``)."""
+        return {}
+
 
 class RequestError(GatewayError):
     """Raised when the request body is malformed JSON or breaks the request schema."""
@@ -55,12 +63,59 @@ class BodyTooLargeError(RequestError):
     code = "request_too_large"
 
 
+class BodyTimeoutError(RequestError):
+    """Raised when the request body does not arrive within the body timeout."""
+
+    status = 408
+    code = "request_timeout"
+
+
 class AuthError(GatewayError):
     """Raised when the ``Authorization: Bearer`` key is missing or not a configured key."""
 
     status = 401
     error_type = "invalid_request_error"
     code = "invalid_api_key"
+
+    def headers(self) -> dict[str, str]:
+        """``WWW-Authenticate: Bearer``, as RFC 6750 asks."""
+        return {"WWW-Authenticate": "Bearer"}
+
+
+class _RetryLater(GatewayError):
+    """Errors that say when to try again."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, retry_after)
+
+    def headers(self) -> dict[str, str]:
+        """``Retry-After`` in whole seconds."""
+        return {"Retry-After": str(self.retry_after)}
+
+
+class RateLimitError(_RetryLater):
+    """Raised when a key is over its concurrent-chat or requests-per-minute limit."""
+
+    status = 429
+    error_type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+
+class BusyError(_RetryLater):
+    """Raised when the gateway itself is saturated (its chat limit, no free engine
+    connection): the engine is not to blame."""
+
+    status = 503
+    error_type = "server_error"
+    code = "overloaded"
+
+
+class ShuttingDownError(BusyError):
+    """Raised when a request arrives, or an answer is still running past the grace
+    period, while the gateway drains for shutdown."""
+
+    code = "shutting_down"
 
 
 class UnknownModelError(GatewayError):
@@ -78,6 +133,8 @@ class EngineError(GatewayError):
     error_type = "server_error"
     #: Short label for the ``kind`` of the engine-errors metric.
     kind: str = "other"
+    #: The engine's configured name or address (never its key), for logs.
+    engine: str = ""
 
 
 class EngineUnreachableError(EngineError):
@@ -104,11 +161,24 @@ class EngineStatusError(EngineError):
 
     code = "engine_error"
 
-    def __init__(self, status: int, payload: dict[str, Any] | None, message: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        payload: dict[str, Any] | None,
+        message: str,
+        *,
+        retry_after: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.payload = payload
         self.kind = "http_4xx" if status < 500 else "http_5xx"
+        #: The engine's own ``Retry-After`` (a 429 or 503), passed on as it came.
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        """The engine's ``Retry-After``, when it sent one."""
+        return {"Retry-After": self.retry_after} if self.retry_after else {}
 
     def body(self) -> dict[str, Any]:
         """Return the engine's own error body when it had the OpenAI shape."""

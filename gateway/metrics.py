@@ -2,14 +2,33 @@
 
 Every label value comes from a closed set: no model text, address or user text. Tool
 names are those of registered tools; anything else the model invents is ``unknown``.
+Only `gateway.writer` records chat metrics (as events pass), the connection guard
+(`gateway.serving`) its own, and the web_search tool (`gateway.research_tools`) the
+SearXNG failures it meets.
 """
 
 from __future__ import annotations
 
+import enum
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-#: Outcomes of a chat request.
-OUTCOMES = ("ok", "client_closed", "engine_error", "timeout", "rejected")
+
+class Outcome(enum.StrEnum):
+    """How a chat request ended (the ``outcome`` label)."""
+
+    OK = "ok"  # the whole answer was sent
+    CLIENT_CLOSED = "client_closed"  # the client went away first
+    ENGINE_ERROR = "engine_error"  # the engine failed, refused or broke off (any status)
+    TIMEOUT = "timeout"  # the engine went quiet past its timeout
+    REJECTED = "rejected"  # the request was wrong (400, 401, 404, 408, 413)
+    LIMITED = "limited"  # a key's limits (429) or the gateway's own saturation (503)
+    SHUTDOWN = "shutdown"  # refused or cut while the gateway shut down
+    INTERNAL_ERROR = "internal_error"  # a bug in the gateway
+
+
+#: Every outcome label.
+OUTCOMES = tuple(o.value for o in Outcome)
 
 
 class GatewayMetrics:
@@ -19,7 +38,7 @@ class GatewayMetrics:
         self.registry = registry
         self.chat_requests = Counter(
             "tigress_gateway_chat_requests_total",
-            "Chat requests by mode (web or proxy) and outcome.",
+            "Chat requests by mode (web, proxy, none before it was known) and outcome.",
             ["mode", "outcome"],
             registry=registry,
         )
@@ -37,14 +56,15 @@ class GatewayMetrics:
         )
         self.first_token = Histogram(
             "tigress_gateway_time_to_first_token_seconds",
-            "Time from the request to the first content sent to the client.",
+            "Time from the request to the first model-written text sent to the client.",
             ["mode"],
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32),
             registry=registry,
         )
         self.streamed_tokens = Counter(
             "tigress_gateway_streamed_tokens_total",
-            "Content chunks streamed to clients (one engine token each, as engines send them).",
+            "Pieces of model-written text (content, reasoning, tool-call arguments) sent to "
+            "clients: one engine token each, as engines send them.",
             ["mode"],
             registry=registry,
         )
@@ -52,6 +72,26 @@ class GatewayMetrics:
             "tigress_gateway_engine_errors_total",
             "Engine failures by kind.",
             ["kind"],
+            registry=registry,
+        )
+        self.searxng_errors = Counter(
+            "tigress_gateway_searxng_errors_total",
+            "SearXNG searches that got no usable answer, by cause (unreachable, timeout, "
+            "broken, bad_request, json_disabled, rate_limited, server_error, http_status, "
+            "content_type, not_json).",
+            ["cause"],
+            registry=registry,
+        )
+        self.unknown_citations = Counter(
+            "tigress_gateway_unknown_citations_total",
+            "Citation numbers an answer wrote that the ledger does not have.",
+            registry=registry,
+        )
+        self.client_connections_closed = Counter(
+            "tigress_gateway_client_connections_closed_total",
+            "Client connections the gateway closed itself, by reason (limit: over "
+            "max_connections; header_timeout: no whole request head in time).",
+            ["reason"],
             registry=registry,
         )
         self.inflight = Gauge(

@@ -91,3 +91,159 @@ NO_ANSWER = (
     "No answer was written: the model kept calling tools instead of answering. Try again, or "
     "ask a narrower question."
 )
+
+# --- web_search (SPEC 6): read by the model -------------------------------------------
+
+#: The tool's one sentence.
+WEB_SEARCH_DESCRIPTION = (
+    "Search the web. Returns numbered results (title, address, date when known, snippet) to "
+    "cite as [n]."
+)
+WEB_SEARCH_QUERY_DESCRIPTION = "What to search for, in a few keywords"
+WEB_SEARCH_QUERIES_DESCRIPTION = (
+    "Up to 3 more searches for other sub-questions, run at the same time"
+)
+WEB_SEARCH_KIND_DESCRIPTION = (
+    "Widen the search: jobs for job postings, people for the people who hire"
+)
+WEB_SEARCH_TIME_RANGE_DESCRIPTION = (
+    "Only results from the past day, week, month or year; set it when the answer depends on "
+    "what is recent"
+)
+
+#: Heading of one query's results; the time range suffix follows the query when set.
+SEARCH_HEADING = 'Results for "{query}"{time_range}:'
+SEARCH_HEADING_TIME_RANGE = " (past {time_range})"
+#: One result: the ledger number, title and address (SPEC 6), then its snippet on a line.
+SEARCH_RESULT_LINE = "[{n}] {title} — {url}{published}"
+SEARCH_PUBLISHED = " (published {date})"
+#: An answer of SearXNG's answerers (calculator, hash...); it has no address to cite.
+SEARCH_INSTANT_ANSWER = "Instant answer: {answer}"
+#: SearXNG's unresponsive engines, each "name (reason)".
+SEARCH_UNRESPONSIVE = "Engines that did not answer: {engines}."
+SEARCH_ENGINE_REASON = "{name} ({reason})"
+#: The kinds of "nothing", as far as SearXNG's answer tells them apart.
+SEARCH_NO_HITS = "No results: the search engines answered and found nothing. Try other words."
+SEARCH_ALL_FAILED = (
+    "No results: no search engine answered, so this says nothing about the question. Try "
+    "again later, or answer from what you have and say that the search failed."
+)
+SEARCH_NONE_ASKED = "No results: SearXNG asked no search engine for this search."
+SEARCH_NONE_ASKED_TIME_RANGE = (
+    "No results: SearXNG asked no search engine, because none of its engines can limit "
+    "results to a time range. Search again without time_range."
+)
+SEARCH_EMPTY_UNKNOWN = (
+    "No results (SearXNG did not say whether its engines found nothing or were not asked)."
+)
+#: One of a query's searches (its own words or a widening) failed while another worked.
+SEARCH_PART_FAILED = "One of the searches for this query failed: {message}"
+#: Results of a query that an earlier query of the same call already listed.
+SEARCH_ALREADY_LISTED = "Also found, listed above: {numbers}."
+#: Shown for a result without a title.
+SEARCH_NO_TITLE = "(no title)"
+#: Queries of a call that the search budget did not cover.
+SEARCH_NOT_SEARCHED = "Not searched, because the search budget is spent: {queries}."
+#: Queries beyond the 3 more a call may ask for.
+SEARCH_EXTRA_QUERIES = "Only {most} more queries are searched in one call; not searched: {queries}."
+SEARCH_UNKNOWN_TIME_RANGE = (
+    "time_range {value} is not day, week, month or year, so the search has no time range."
+)
+SEARCH_UNKNOWN_KIND = "kind {value} is not jobs or people, so the search was not widened."
+#: Calls whose arguments cannot be searched (nothing is run, no search is spent).
+SEARCH_NO_QUERY = "web_search needs query: a non-empty string of keywords. Nothing was searched."
+SEARCH_BAD_QUERIES = (
+    "queries must be a list of up to 3 strings (other sub-questions). Nothing was searched."
+)
+SEARCH_QUERY_TOO_LONG = (
+    "A query is longer than {most} characters; search with a few keywords instead. Nothing "
+    "was searched."
+)
+#: SearXNG failures by cause (``gateway.searxng_answer.FailureCause``): what happened, then
+#: what the operator should change. Placeholders: url, status_detail, detail, seconds.
+SEARXNG_FAILURES = {
+    "unreachable": (
+        "The search failed: SearXNG at {url} cannot be reached ({detail}). The operator "
+        "should start SearXNG there, or set TIGRESS_SEARXNG_URL to where it runs."
+    ),
+    "timeout": (
+        "The search failed: SearXNG at {url} did not answer within {seconds} seconds. The "
+        "operator should lower SearXNG's outgoing.max_request_timeout below that, or raise "
+        "the gateway's [timeouts] searxng."
+    ),
+    "broken": (
+        "The search failed: the connection to SearXNG at {url} broke before its answer was "
+        "complete ({detail}). The operator should check SearXNG's log, and that "
+        "TIGRESS_SEARXNG_URL points at SearXNG itself."
+    ),
+    "bad_request": (
+        "The search failed: SearXNG at {url} rejected the request ({status_detail}). The "
+        "operator should report this as a gateway bug, with SearXNG's version."
+    ),
+    "json_disabled": (
+        "The search failed: SearXNG at {url} refuses JSON answers (HTTP 403). The operator "
+        "should add json to search.formats in SearXNG's settings.yml and restart it."
+    ),
+    "rate_limited": (
+        "The search failed: SearXNG's limiter at {url} refused the gateway (HTTP 429 Too Many "
+        "Requests). The operator should set server.limiter to false in SearXNG's "
+        "settings.yml, or add the gateway's address to botdetection.ip_lists.pass_ip in its "
+        "limiter.toml."
+    ),
+    "server_error": (
+        "The search failed: SearXNG at {url} had an internal error ({status_detail}). The "
+        "operator should look at SearXNG's log."
+    ),
+    "http_status": (
+        "The search failed: SearXNG at {url} answered {status_detail} instead of search "
+        "results. The operator should check that TIGRESS_SEARXNG_URL is SearXNG's base URL "
+        "and that its limiter lets the gateway through."
+    ),
+    "content_type": (
+        "The search failed: the answer from {url} is {detail}, not SearXNG's JSON. The "
+        "operator should check that TIGRESS_SEARXNG_URL is SearXNG's base URL, with json in "
+        "its search.formats."
+    ),
+    "not_json": (
+        "The search failed: the answer from {url} is not SearXNG's JSON ({detail}). The "
+        "operator should check that TIGRESS_SEARXNG_URL is SearXNG's base URL, not a page or "
+        "a proxy in front of it."
+    ),
+}
+
+# --- fetch_page_content_recursive (SPEC 7): read by the model -------------------------
+
+#: The tool's description and its one parameter's, exactly as SPEC 7 writes them.
+FETCH_DESCRIPTION = (
+    "Read a web page as plain text, following the page's own links up to two hops. Only an "
+    "https address from this answer's search results, or one the user wrote, can be opened."
+)
+FETCH_URL_DESCRIPTION = "An https address from this answer's search results"
+#: One page read: its ledger number, title and final address; PAGE_LABEL and its text follow.
+PAGE_HEADING = "[{n}] {title} — {url}"
+#: One line per page of the crawl that was not read.
+PAGE_NOT_READ = "Not read: {url} — {reason}."
+#: The whole result when the first page could not be read.
+FIRST_PAGE_NOT_READ = "The page {url} could not be read: {reason}."
+#: The read ran out of time (the pages read before are kept above this line).
+FETCH_TIMEOUT = "Reading {url} took too long and was stopped."
+#: The fetcher is not running or cannot be reached.
+FETCH_UNAVAILABLE = (
+    "The page reader is not available, so {url} was not read. The operator should start the "
+    "fetcher (make run starts it), or set TIGRESS_FETCHER to where it listens."
+)
+#: The fetcher runs its maximum of reads (RESOURCE_EXHAUSTED).
+FETCH_BUSY = (
+    "The page reader is busy with other reads, so {url} was not read. Try again later in "
+    "this answer, or answer from what you have."
+)
+#: Any other failure of the read itself.
+FETCH_FAILED = (
+    "The page reader failed ({detail}), so {url} was not read. The operator should look at "
+    "the fetcher's log."
+)
+FETCH_NO_URL = (
+    "fetch_page_content_recursive needs url: an https address from this answer's search "
+    "results. Nothing was read."
+)
+FETCH_URL_TOO_LONG = "The address is longer than {most} bytes. Nothing was read."

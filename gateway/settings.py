@@ -10,7 +10,9 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     engine_url = "http://127.0.0.1:8080/v1"   # the default engine (models from its /models)
     api_keys_file = "/etc/tigress/keys"        # or api_keys = ["..."]
     max_body_bytes = 1048576
+    media_urls = "refuse"                      # "allow": engines may fetch media addresses
     searxng_url = "http://127.0.0.1:8888"
+    searxng_results = 6                        # results kept per search
     fetcher_target = ["unix:/run/fetcher/fetcher.sock"]   # default: [fetcher] listen below
 
     [fetcher]                                  # the fetcher process's own settings
@@ -18,6 +20,7 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
 
     [[engines]]                                # more engines, each serving named models
     url = "http://127.0.0.1:8001/v1"
+    name = "vllm"                              # optional: how logs and /healthz name it
     models = ["qwen3-coder"]                   # empty or absent: ask the engine's /models
     api_key_env = "VLLM_KEY"                   # optional: the engine's own key, from the env
 
@@ -25,12 +28,25 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     searches = 16
     pages = 12
 
+    [limits]
+    max_chats = 512                            # chats at once; past it 503 + Retry-After
+    max_connections = 1024                     # client connections; past it 503, closed
+    chats_per_key = 16                         # per key; 0 = off (default 0 without keys)
+    requests_per_minute_per_key = 600          # per key; 0 = off (default 0 without keys)
+
     [timeouts]                                 # seconds
     engine_connect = 5
     engine_read = 300
     tool = 120
     keepalive = 10
     models_cache = 60
+    models_failure_cache = 5                   # a failed /models look-up is trusted this long
+    health_cache = 2                           # /healthz answers are reused this long
+    client_header = 10                         # a request's head must arrive within this
+    client_body = 30                           # its body within this
+    client_idle = 5                            # an idle kept-alive connection is closed
+    shutdown_grace = 10                        # answers in flight at SIGTERM get this long
+    searxng = 15                               # a whole search; above SearXNG's own limit
 """
 
 from __future__ import annotations
@@ -39,10 +55,10 @@ import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_ENGINE_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_SEARXNG_URL = "http://127.0.0.1:8888"
@@ -69,6 +85,24 @@ class EngineSettings:
     url: str
     models: tuple[str, ...] = ()
     api_key: str | None = field(default=None, repr=False)
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        """How logs, errors and ``/healthz`` name the engine: its configured name, else
+        its address without any user name or password."""
+        if self.name:
+            return self.name
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        netloc = f"{host}:{port}" if port is not None else host
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 @dataclass(frozen=True)
@@ -91,6 +125,43 @@ class Timeouts:
     keepalive: float = 10.0
     #: How long a discovered model list is trusted.
     models_cache: float = 60.0
+    #: How long a failed model look-up is trusted (the engine is not asked again sooner).
+    models_failure_cache: float = 5.0
+    #: How long a /healthz answer is reused.
+    health_cache: float = 2.0
+    #: A client's request head must arrive within this (slow-header connections closed).
+    client_header: float = 10.0
+    #: A client's request body must arrive within this (408 after).
+    client_body: float = 30.0
+    #: A kept-alive client connection with no request is closed after this.
+    client_idle: float = 5.0
+    #: At SIGTERM, answers in flight get this long before they end with an error chunk.
+    shutdown_grace: float = 10.0
+    #: A whole SearXNG search; above SearXNG's outgoing.max_request_timeout.
+    searxng: float = 15.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much the gateway takes on (0 per key means off).
+
+    Attributes:
+        max_chats: Chats served at once; past it a chat gets 503 with Retry-After.
+        max_connections: Client connections open at once; past it a new connection gets
+            503 and is closed.
+        chats_per_key: Chats at once per access key (429 past it).
+        requests_per_minute_per_key: API requests per minute per key (429 past it).
+    """
+
+    max_chats: int = 512
+    max_connections: int = 1024
+    chats_per_key: int = 0
+    requests_per_minute_per_key: int = 0
+
+
+#: Per-key limits when keys are configured and the file says nothing.
+KEYED_CHATS_PER_KEY = 16
+KEYED_REQUESTS_PER_MINUTE = 600
 
 
 @dataclass(frozen=True)
@@ -101,11 +172,15 @@ class Settings:
     listen_port: int = 8000
     engines: tuple[EngineSettings, ...] = (EngineSettings(DEFAULT_ENGINE_URL),)
     searxng_url: str = DEFAULT_SEARXNG_URL
+    searxng_results: int = 6
     fetcher: tuple[str, ...] = (DEFAULT_FETCHER,)
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     budgets: Budgets = Budgets()
     timeouts: Timeouts = Timeouts()
+    limits: Limits = Limits()
+    #: Let engines fetch media addresses in messages themselves (see README: the risk).
+    allow_media_urls: bool = False
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -128,9 +203,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         table = _read_toml(config_path)
     toml = _Source(table, f"{config_path}")
 
-    known = {"listen", "engine_url", "api_keys", "api_keys_file", "max_body_bytes"}
+    known = {"listen", "engine_url", "api_keys", "api_keys_file", "max_body_bytes", "media_urls"}
+    known |= {"limits"}
     # The [fetcher] table is the fetcher process's own section of a shared file.
     known |= {"searxng_url", "fetcher_target", "fetcher", "engines", "budgets", "timeouts"}
+    known |= {"searxng_results"}
     for key in table:
         if key not in known:
             raise SettingsError(f"{config_path}: unknown setting {key!r}")
@@ -170,26 +247,43 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         searches=budgets_table.int_("searches", Budgets.searches, minimum=0),
         pages=budgets_table.int_("pages", Budgets.pages, minimum=0),
     )
-    timeouts_table = toml.sub(
-        "timeouts", {"engine_connect", "engine_read", "tool", "keepalive", "models_cache"}
-    )
+    timeout_names = [f.name for f in fields(Timeouts)]
+    timeouts_table = toml.sub("timeouts", set(timeout_names))
     defaults = Timeouts()
     timeouts = Timeouts(
-        **{
-            name: timeouts_table.float_(name, getattr(defaults, name))
-            for name in ("engine_connect", "engine_read", "tool", "keepalive", "models_cache")
-        }
+        **{name: timeouts_table.float_(name, getattr(defaults, name)) for name in timeout_names}
     )
+    limits_table = toml.sub(
+        "limits",
+        {"max_chats", "max_connections", "chats_per_key", "requests_per_minute_per_key"},
+    )
+    keyed = bool(keys)
+    limits = Limits(
+        max_chats=limits_table.int_("max_chats", Limits.max_chats, minimum=1),
+        max_connections=limits_table.int_("max_connections", Limits.max_connections, minimum=1),
+        chats_per_key=limits_table.int_(
+            "chats_per_key", KEYED_CHATS_PER_KEY if keyed else 0, minimum=0
+        ),
+        requests_per_minute_per_key=limits_table.int_(
+            "requests_per_minute_per_key", KEYED_REQUESTS_PER_MINUTE if keyed else 0, minimum=0
+        ),
+    )
+    media = toml.str_("media_urls", "refuse")
+    if media not in ("refuse", "allow"):
+        raise SettingsError(f'{config_path}: media_urls must be "refuse" or "allow"')
     return Settings(
         listen_host=host,
         listen_port=port,
         engines=engines,
         searxng_url=searxng_url,
+        searxng_results=toml.int_("searxng_results", Settings.searxng_results, minimum=1),
         fetcher=fetcher,
         api_keys=keys,
         max_body_bytes=max_body,
         budgets=budgets,
         timeouts=timeouts,
+        limits=limits,
+        allow_media_urls=media == "allow",
     )
 
 
@@ -241,7 +335,7 @@ def _engines(
         where = f"{toml.origin}: engines[{i}]"
         if not isinstance(entry, dict):
             raise SettingsError(f"{where} must be a table")
-        unknown = set(entry) - {"url", "models", "api_key_env"}
+        unknown = set(entry) - {"url", "models", "api_key_env", "name"}
         if unknown:
             raise SettingsError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
         entry_url = entry.get("url")
@@ -257,7 +351,12 @@ def _engines(
             if not isinstance(key_env, str) or not env.get(key_env):
                 raise SettingsError(f"{where}.api_key_env names no set environment variable")
             key = env[key_env]
-        engines.append(EngineSettings(url=entry_url.rstrip("/"), models=tuple(models), api_key=key))
+        name = entry.get("name", "")
+        if not isinstance(name, str):
+            raise SettingsError(f"{where}.name must be a string")
+        engines.append(
+            EngineSettings(url=entry_url.rstrip("/"), models=tuple(models), api_key=key, name=name)
+        )
     return tuple(engines)
 
 

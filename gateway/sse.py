@@ -5,18 +5,30 @@ comment lines, ``data:`` with or without the space, llama-server's old ``error:`
 and a stream that ends without a blank line or ``[DONE]``.
 
 Writing: `ChunkWriter` makes the ``chat.completion.chunk`` objects of one client turn
-(one id, one ``created``), tool events as empty-delta chunks with ``thor_event``.
+(one id, one ``created``), tool events as empty-delta chunks with ``thor_event``, and
+encodes the frequent ones (content, reasoning) from pre-built bytes.
+
+Pass-through helpers: `boundary` (where the last whole event ends), `repair_old_errors`
+(llama-server's ``error:`` field as a standard event), `count_tokens`.
+
+Everything written is JSON with ASCII escapes: text with a lone surrogate (an engine or
+client cutting an emoji in two) is valid JSON that UTF-8 cannot encode.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 DONE = b"data: [DONE]\n\n"
+
+#: A JSON member holding model-written text that is not empty: what a token is.
+_TEXT_MEMBER: Final = re.compile(rb'"(?:content|reasoning_content|arguments)"\s*:\s*"[^"]')
+_ERROR_FIELD: Final = b"error:"
 
 
 @dataclass(frozen=True)
@@ -73,7 +85,47 @@ class SSEDecoder:
 
 def encode(obj: dict[str, Any]) -> bytes:
     """One ``data:`` event holding ``obj`` as compact JSON."""
-    return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def boundary(buffer: bytes) -> int:
+    """Index just past the last complete event in ``buffer`` (0 when none)."""
+    lf = buffer.rfind(b"\n\n")
+    crlf = buffer.rfind(b"\r\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
+
+
+def has_old_errors(events: bytes) -> bool:
+    """Whether whole events may hold llama-server's old ``error:`` field (cheap check)."""
+    return _ERROR_FIELD in events
+
+
+def repair_old_errors(events: bytes, repair: Any) -> bytes:
+    """Rewrite ``error: {...}`` fields as standard ``data: {"error": {...}}`` events.
+
+    Args:
+        events: Whole events.
+        repair: Turns the decoded field into the OpenAI error object.
+    """
+    out: list[bytes] = []
+    for line in events.splitlines(keepends=True):
+        if line.startswith(_ERROR_FIELD):
+            raw = line[len(_ERROR_FIELD) :].strip()
+            try:
+                payload = json.loads(raw)
+            except (ValueError, RecursionError):
+                payload = {"message": raw.decode("utf-8", "replace")}
+            out.append(encode({"error": repair(payload)}).rstrip(b"\n") + b"\n")
+        else:
+            out.append(line)
+    return b"".join(out)
+
+
+def count_tokens(events: bytes) -> int:
+    """Model-written text pieces in whole events: non-empty ``content``,
+    ``reasoning_content`` or tool-call ``arguments`` strings (one per engine token, as
+    engines send them; role, finish, usage and ``[DONE]`` events count nothing)."""
+    return len(_TEXT_MEMBER.findall(events))
 
 
 def comment(text: str = "keep-alive") -> bytes:
@@ -93,6 +145,23 @@ class ChunkWriter:
         self.id = new_completion_id()
         self.model = model
         self.created = int(time.time()) if created is None else created
+        head = json.dumps(
+            {"id": self.id, "object": "chat.completion.chunk", "created": self.created},
+            separators=(",", ":"),
+        )[:-1]
+        model_json = json.dumps(model)
+        self._prefix = (
+            f'data: {head},"model":{model_json},"choices":[{{"index":0,"delta":{{'.encode()
+        )
+        self._suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def content_bytes(self, text: str) -> bytes:
+        """The encoded content chunk (same JSON as `content`, built without a dict)."""
+        return self._prefix + b'"content":' + json.dumps(text).encode() + self._suffix
+
+    def reasoning_bytes(self, text: str) -> bytes:
+        """The encoded ``reasoning_content`` chunk."""
+        return self._prefix + b'"reasoning_content":' + json.dumps(text).encode() + self._suffix
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {

@@ -1,29 +1,58 @@
 """The tool seam: what the loop needs from a tool, and what a tool gets from the loop.
 
-A tool is anything with a name, an OpenAI ``tools`` entry and an async ``run``. The loop
-decides whether a call may run (known tool, arguments an object with the required keys,
-not a repeat); the tool decides what its arguments mean and spends the budgets through
-its context. The research tools (web_search, fetch_page_content_recursive) plug in here.
+A tool is anything with a name, an OpenAI ``tools`` entry and a ``run`` that is an async
+generator. While it works it yields tool events (`gateway.tool_events`: a fetch yields one
+`~gateway.tool_events.Read` per page as the fetcher streams them), which reach the client
+at once; its last item is one `ToolResult` (the text for the model and an outcome label).
+The loop stops reading at the first `ToolResult`, so nothing after it runs. The loop
+decides whether a call may run at all (known tool, arguments an object with the required
+keys, not a repeat), bounds it in time (the ``tool`` timeout) and cancels it when the
+client goes away; the tool decides what its arguments mean and spends the budgets through
+its `ToolContext`. Keep-alive comments keep flowing to the client while a tool is quiet.
+
+A minimal tool::
+
+    class Echo:
+        name = "echo"
+        schema = {"type": "function", "function": {"name": "echo", "parameters": {...}}}
+
+        async def run(self, arguments, context):
+            yield Searched(queries=(arguments["query"],), results=0)
+            yield ToolResult(f"You said {arguments['query']}")
+
+A tool may raise: the loop turns an exception into a tool message naming only its type
+(its text may hold page or user text) and the outcome ``error``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import enum
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.ledger import BudgetCounter, Ledger
+from gateway.tool_events import ThorEvent
 
 
-@dataclass
+class ToolOutcome(enum.StrEnum):
+    """How a call ended: the ``outcome`` label of the tool-calls metric."""
+
+    OK = "ok"
+    ERROR = "error"  # the tool or what it talks to failed
+    REFUSED = "refused"  # a rule or a spent budget refused it
+    TIMEOUT = "timeout"  # the loop stopped it at the tool timeout
+
+
+@dataclass(frozen=True, slots=True)
 class ToolContext:
     """What one answer shares with its tool calls.
 
     Attributes:
-        ledger: The answer's source numbers.
-        budgets: The answer's search and page budgets.
-        user_text: The text of the user's messages (the fetch tool allows hosts the user
-            wrote).
+        ledger: The answer's source numbers (add every search result and page read).
+        budgets: The answer's search and page budgets (take before spending).
+        user_text: The text of the user's messages, joined: the fetch tool allows the
+            hosts of addresses written there (rule 1).
     """
 
     ledger: Ledger
@@ -31,19 +60,21 @@ class ToolContext:
     user_text: str = ""
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ToolResult:
-    """What a tool call gives back.
+    """The last item a tool yields.
 
     Attributes:
         text: The tool message for the model (the loop adds the budget trailer).
-        events: ``thor_event`` payloads for the client, in order.
-        outcome: Metric label: ``ok``, ``error``, ``refused`` or ``timeout``.
+        outcome: The metric label.
     """
 
     text: str
-    events: list[dict[str, Any]] = field(default_factory=list)
-    outcome: str = "ok"
+    outcome: ToolOutcome = ToolOutcome.OK
+
+
+#: What a tool's ``run`` yields: events while it works, then one result.
+ToolItem = ThorEvent | ToolResult
 
 
 class Tool(Protocol):
@@ -55,12 +86,14 @@ class Tool(Protocol):
         ...
 
     @property
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> Mapping[str, Any]:
         """The OpenAI ``tools`` entry (``{"type": "function", "function": {...}}``)."""
         ...
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        """Run one call; may raise (the loop turns that into a tool message)."""
+    def run(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> AsyncGenerator[ToolItem, None]:
+        """Run one call: yield events as they happen, then one `ToolResult`."""
         ...
 
 
@@ -86,7 +119,7 @@ class ToolBox:
         """Offered tool names in offer order."""
         return list(self._tools)
 
-    def schemas(self) -> list[dict[str, Any]]:
+    def schemas(self) -> list[Mapping[str, Any]]:
         """The ``tools`` list sent to the engine."""
         return [tool.schema for tool in self._tools.values()]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from testkit.pdf_corpus import PdfCase, Score, load_cases, mean_scores, score
 from fetcher.pdfresult import PdfFailure, PdfProblem, PdfText
 from fetcher.pdftext import read_pdf
 from fetcher.pdfworker import extract_pdf
+from testkit.pdf_corpus import PdfCase, Score, load_cases, mean_scores, score
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "pdf"
 

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.app import FetcherProbe, create_app, fetcher_not_checked
+from gateway.app import FetcherProbe, SearxngProbe, create_app, not_checked
+from gateway.ledger import Found
 from gateway.loop import FilterFactory, default_filter
+from gateway.metrics import GatewayMetrics
+from gateway.serving import uvicorn_config
 from gateway.settings import EngineSettings, Settings, Timeouts
-from gateway.tools import Tool, ToolContext, ToolResult
+from gateway.tool_events import Searched
+from gateway.tools import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
+from gateway.tooltext import FilterOutput
 from tests.gateway.fake_engine import FakeEngine
 from tests.gateway.servers import serve
 
@@ -29,25 +34,18 @@ TEST_TIMEOUTS = Timeouts(
 )
 
 
-@dataclass
-class _PlainOutput:
-    text: str
-    calls: list[Any] = field(default_factory=list)
-    malformed: int = 0
-
-
 class PlainFilter:
     """A filter that finds no calls: loop tests about structured calls stay independent
     of the text filter's rules."""
 
-    def __init__(self, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, tools: Sequence[Mapping[str, Any]]) -> None:
         self.tools = tools
 
-    def feed(self, chunk: str) -> _PlainOutput:
-        return _PlainOutput(chunk)
+    def feed(self, chunk: str) -> FilterOutput:
+        return FilterOutput(chunk, [], 0)
 
-    def close(self) -> _PlainOutput:
-        return _PlainOutput("")
+    def close(self) -> FilterOutput:
+        return FilterOutput("", [], 0)
 
 
 def search_schema(name: str = "web_search") -> dict[str, Any]:
@@ -88,8 +86,10 @@ class FakeSearch:
     def schema(self) -> dict[str, Any]:
         return search_schema(self._name)
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
-        self.calls.append(arguments)
+    async def run(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> AsyncGenerator[ToolItem, None]:
+        self.calls.append(dict(arguments))
         self.running += 1
         self.max_running = max(self.max_running, self.running)
         try:
@@ -99,13 +99,14 @@ class FakeSearch:
                 await self.gate.wait()
             query = str(arguments["query"])
             if not context.budgets.take_searches(1):
-                return ToolResult("The search budget is spent.", outcome="refused")
+                yield ToolResult("The search budget is spent.", outcome=ToolOutcome.REFUSED)
+                return
             slug = "-".join(query.split())
-            n = context.ledger.add(f"https://example.org/{slug}", f"About {query}")
-            return ToolResult(
-                f"[{n}] About {query} — https://example.org/{slug}",
-                events=[{"type": "searched", "queries": [query], "results": 1}],
+            n = context.ledger.add(
+                f"https://example.org/{slug}", f"About {query}", found=Found.SEARCH
             )
+            yield Searched(queries=(query,), results=1)
+            yield ToolResult(f"[{n}] About {query} — https://example.org/{slug}")
         finally:
             self.running -= 1
 
@@ -132,14 +133,16 @@ class BlockingTool:
             },
         }
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+    async def run(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> AsyncGenerator[ToolItem, None]:
         self.started.set()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             self.cancelled.set()
             raise
-        return ToolResult("never")
+        yield ToolResult("never")
 
 
 def make_settings(engine: FakeEngine, **changes: Any) -> Settings:
@@ -168,16 +171,21 @@ def gateway_at(engine: FakeEngine) -> GatewayFactory:
         settings: Settings | None = None,
         registry: CollectorRegistry | None = None,
         filters: FilterFactory | None = None,
-        fetcher_probe: FetcherProbe = fetcher_not_checked,
+        fetcher_probe: FetcherProbe = not_checked,
+        searxng_probe: SearxngProbe = not_checked,
     ) -> AsyncIterator[str]:
+        settings = settings or make_settings(engine)
+        metrics = GatewayMetrics(registry if registry is not None else CollectorRegistry())
         app = create_app(
-            settings or make_settings(engine),
+            settings,
             tools=tools,
-            registry=registry,
+            metrics=metrics,
             filter_factory=filters or default_filter,
             fetcher_probe=fetcher_probe,
+            searxng_probe=searxng_probe,
         )
-        async with serve(app) as url:
+        config = uvicorn_config(app, settings, metrics, log_level="warning")
+        async with serve(app, config) as url:
             yield url
 
     return start

@@ -210,7 +210,11 @@ async def test_healthz_needs_no_key_and_marks_the_fetcher_unchecked(
         response = await http.get(f"{url}/healthz")
     body = response.json()
     assert response.status_code == 200
-    assert body["engines"] == [{"engine": 0, "ok": True}, {"engine": 1, "ok": False}]
+    # Engines are named by their configured name or address, never by position.
+    assert body["engines"] == [
+        {"engine": engine.url, "ok": True},
+        {"engine": "http://127.0.0.1:9/v1", "ok": False},
+    ]
     assert body["fetcher"] == {"checked": False, "ok": None, "detail": "not checked"}
     assert body["status"] == "degraded"
 
@@ -239,7 +243,7 @@ async def test_metrics_is_a_route_without_redirect(
         for name, f in families.items()
         if name.startswith("tigress_gateway_") and not name.endswith("_created")
     }
-    assert len(ours) == 7
+    assert len(ours) == 10
     for family in ours.values():
         if family.type == "counter":
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
@@ -341,8 +345,8 @@ async def test_web_stream_has_events_stop_and_done(
     assert len({c["id"] for c in chunks}) == 1
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     tool_events = [c for c in chunks if "thor_event" in c]
-    assert [c["choices"][0]["delta"] for c in tool_events] == [{}, {}]
-    assert [c["thor_event"]["type"] for c in tool_events] == ["searched", "sources"]
+    assert [c["choices"][0]["delta"] for c in tool_events] == [{}, {}, {}]
+    assert [c["thor_event"]["type"] for c in tool_events] == ["searched", "sources", "citations"]
     assert content_of(chunks) == "Answer [1]."
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
     assert all(c["choices"][0]["finish_reason"] in (None, "stop") for c in chunks)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 import pytest
 
+from gateway.chunks import EngineChunk, UsageCounts
 from gateway.engine import EngineClient
 from gateway.errors import (
     EngineStatusError,
@@ -39,17 +40,17 @@ async def client() -> AsyncIterator[EngineClient]:
         yield EngineClient(http)
 
 
-async def collect(client: EngineClient, engine: FakeEngine) -> list[dict[str, Any]]:
+async def collect(client: EngineClient, engine: FakeEngine) -> list[EngineChunk]:
     body = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    return [c async for c in client.chat_chunks(EngineSettings(engine.url), body)]
+    encoded = json.dumps(body).encode()
+    return [c async for c in client.chat_chunks(EngineSettings(engine.url), encoded)]
 
 
 async def test_chunks_arrive_decoded(engine: FakeEngine, client: EngineClient) -> None:
     engine.script(text_reply("Hel", "lo"))
     chunks = await collect(client, engine)
-    contents = [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"]]
-    assert contents == ["", "Hel", "lo", None]
-    assert chunks[-1]["choices"] == []  # the usage chunk is handed on; callers skip it
+    assert [c.content for c in chunks] == ["", "Hel", "lo", "", ""]
+    assert chunks[-1].usage is not None  # the usage chunk is handed on, typed
 
 
 async def test_comments_and_a_missing_done_are_tolerated(
@@ -69,14 +70,19 @@ async def test_a_last_event_without_blank_line_is_read(
     engine: FakeEngine, client: EngineClient
 ) -> None:
     engine.script(Reply([Raw('data: {"choices": [], "usage": {"total_tokens": 1}}')], done=False))
-    assert await collect(client, engine) == [{"choices": [], "usage": {"total_tokens": 1}}]
+    assert await collect(client, engine) == [EngineChunk(usage=UsageCounts(0, 0, 1))]
 
 
 async def test_events_without_separating_blank_lines_are_split(
     engine: FakeEngine, client: EngineClient
 ) -> None:
-    engine.script(Reply([Raw('data: {"n": 1}\ndata: {"n": 2}\n\n')]))
-    assert await collect(client, engine) == [{"n": 1}, {"n": 2}]
+    engine.script(
+        Reply(
+            [Raw('data: {"usage": {"total_tokens": 1}}\ndata: {"usage": {"total_tokens": 2}}\n\n')]
+        )
+    )
+    chunks = await collect(client, engine)
+    assert [c.usage.total_tokens if c.usage else None for c in chunks] == [1, 2]
 
 
 async def test_standard_error_event_raises(engine: FakeEngine, client: EngineClient) -> None:
@@ -122,7 +128,7 @@ async def test_a_stalled_stream_times_out(engine: FakeEngine, client: EngineClie
 async def test_no_engine_listening_is_unreachable(client: EngineClient) -> None:
     async with FakeEngine() as gone:
         url = gone.url
-    body = {"model": "m", "messages": [], "stream": True}
+    body = json.dumps({"model": "m", "messages": [], "stream": True}).encode()
     with pytest.raises(EngineUnreachableError):
         [c async for c in client.chat_chunks(EngineSettings(url), body)]
 
@@ -143,4 +149,6 @@ async def test_models_come_from_configuration_or_the_engine(
 
 async def test_engine_usage_chunk_is_decoded(engine: FakeEngine, client: EngineClient) -> None:
     engine.script(Reply([Data(usage_chunk(7, 3))]))
-    assert (await collect(client, engine))[0]["usage"]["total_tokens"] == 10
+    usage = (await collect(client, engine))[0].usage
+    assert usage is not None
+    assert usage.total_tokens == 10

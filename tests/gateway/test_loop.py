@@ -13,16 +13,9 @@ import pytest
 from gateway import prompts
 from gateway.engine import EngineClient
 from gateway.errors import EngineStatusError
-from gateway.loop import (
-    ChatTurn,
-    Content,
-    FilterFactory,
-    LoopEvent,
-    LoopOptions,
-    Reasoning,
-    ToolEvent,
-    default_filter,
-)
+from gateway.events import Content, Reasoning, RoundStarted, StreamEvent, ToolEvent, Usage
+from gateway.loop import ChatTurn, FilterFactory, LoopOptions, RequiredMemory, default_filter
+from gateway.messages import parse_message
 from gateway.rounds import RequiredSupport
 from gateway.settings import Budgets, EngineSettings
 from gateway.tools import Tool, ToolBox
@@ -51,33 +44,39 @@ def make_turn(
     engine: FakeEngine,
     tools: list[Tool],
     *,
-    memory: dict[str, RequiredSupport] | None = None,
+    memory: RequiredMemory | None = None,
     budgets: Budgets | None = None,
     filters: FilterFactory = PlainFilter,
     messages: list[dict[str, Any]] | None = None,
     tool_timeout: float = 5.0,
 ) -> ChatTurn:
+    messages = messages or QUESTION
     return ChatTurn(
         client=client,
         engine=EngineSettings(engine.url),
-        body={"model": "test-model", "messages": messages or QUESTION, "temperature": 0.2},
+        messages=[parse_message(m, i) for i, m in enumerate(messages)],
+        fields={"model": "test-model", "messages": messages, "temperature": 0.2},
         tools=ToolBox(tools),
-        memory={} if memory is None else memory,
+        memory=RequiredMemory() if memory is None else memory,
         options=LoopOptions(budgets=budgets or Budgets(), tool_timeout=tool_timeout),
         filter_factory=filters,
     )
 
 
-async def run(turn: ChatTurn) -> list[LoopEvent]:
+async def run(turn: ChatTurn) -> list[StreamEvent]:
     return [event async for event in turn.events()]
 
 
-def text(events: list[LoopEvent]) -> str:
+def text(events: list[StreamEvent]) -> str:
     return "".join(e.text for e in events if isinstance(e, Content))
 
 
-def thor(events: list[LoopEvent]) -> list[dict[str, Any]]:
-    return [e.payload for e in events if isinstance(e, ToolEvent)]
+def thor(events: list[StreamEvent]) -> list[dict[str, Any]]:
+    return [e.event.payload() for e in events if isinstance(e, ToolEvent)]
+
+
+def remembered(memory: RequiredMemory, engine: FakeEngine) -> RequiredSupport:
+    return memory.get(EngineSettings(engine.url))
 
 
 def search(query: str) -> tuple[str, str]:
@@ -99,13 +98,22 @@ async def test_round_one_required_then_auto_and_answer(
     assert first["temperature"] == 0.2  # unknown fields go to the engine unchanged
     assert first["messages"][0] == {"role": "system", "content": prompts.WEB_SYSTEM}
     assert thor(events) == [
-        {"type": "searched", "queries": ["rust 1.90"], "results": 1},
+        {
+            "type": "searched",
+            "queries": ["rust 1.90"],
+            "time_range": None,
+            "kind": None,
+            "results": 1,
+            "unresponsive_engines": [],
+            "error": None,
+        },
         {
             "type": "sources",
             "sources": [
                 {"n": 1, "url": "https://example.org/rust-1.90", "title": "About rust 1.90"}
             ],
         },
+        {"type": "citations", "cited": [1], "unknown": []},
     ]
     assert tool.calls == [{"query": "rust 1.90"}]
 
@@ -199,10 +207,13 @@ async def test_eight_tool_rounds_then_sources_and_answer_now(
     assert [c.get("tool_choice") for c in chats] == ["required"] + ["auto"] * 7 + [None]
     assert all("tools" in c for c in chats[:8])
     assert "tools" not in chats[8]
-    sources_turn, answer_now = chats[8]["messages"][-2:]
-    assert sources_turn["content"].startswith("Sources found, with the numbers to cite")
-    assert "[8] About q7 — https://example.org/q7" in sources_turn["content"]
-    assert answer_now == {"role": "user", "content": prompts.ANSWER_NOW}
+    before, turn = chats[8]["messages"][-2:]
+    # SPEC 3.6: ONE user turn: the sources list, a blank line, the answer-now line.
+    assert before["role"] == "tool"
+    assert turn["role"] == "user"
+    assert turn["content"].startswith("Sources found, with the numbers to cite")
+    assert "[8] About q7 — https://example.org/q7\n\n" in turn["content"]
+    assert turn["content"].endswith(f"\n\n{prompts.ANSWER_NOW}")
     sources = [p for p in thor(events) if p["type"] == "sources"]
     assert len(sources[0]["sources"]) == 8
     assert sources[0]["sources"][0] == {
@@ -221,9 +232,9 @@ async def test_an_answer_in_a_tool_round_is_followed_by_the_sources_it_cites(
     assert len(engine.chats) == 2
     assert text(events) == "The answer [1]."
     kinds = [p["type"] for p in thor(events)]
-    assert kinds[-1] == "sources"
+    assert kinds[-2:] == ["sources", "citations"]
     assert kinds.count("sources") == 1
-    assert thor(events)[-1]["sources"][0]["n"] == 1
+    assert thor(events)[-2]["sources"][0]["n"] == 1
 
 
 async def test_no_sources_event_when_nothing_was_found(
@@ -269,13 +280,13 @@ async def test_a_spent_search_budget_starts_the_answer_rounds(
     await run(make_turn(client, engine, [FakeSearch()], budgets=Budgets(searches=2, pages=1)))
     assert len(engine.chats) == 2
     assert "tools" not in engine.chats[1]
-    assert engine.chats[1]["messages"][-1]["content"] == prompts.ANSWER_NOW
+    assert engine.chats[1]["messages"][-1]["content"].endswith(f"\n\n{prompts.ANSWER_NOW}")
 
 
 async def test_an_engine_refusing_required_is_retried_with_auto_and_remembered(
     engine: FakeEngine, client: EngineClient
 ) -> None:
-    memory: dict[str, RequiredSupport] = {}
+    memory = RequiredMemory()
     engine.script(
         error_reply(400, "tool_choice 'required' is not supported"),
         tool_reply(search("a")),
@@ -285,7 +296,7 @@ async def test_an_engine_refusing_required_is_retried_with_auto_and_remembered(
     choices = [c["tool_choice"] for c in engine.chats]
     assert choices == ["required", "auto", "auto"]
     assert engine.chats[1]["messages"][0]["content"].endswith(prompts.REQUIRED_NUDGE)
-    assert memory[engine.url] is RequiredSupport.REFUSED
+    assert remembered(memory, engine) is RequiredSupport.REFUSED
     engine.received.clear()
     engine.script(tool_reply(search("b")), text_reply("two"))
     await run(make_turn(client, engine, [FakeSearch()], memory=memory))
@@ -295,14 +306,14 @@ async def test_an_engine_refusing_required_is_retried_with_auto_and_remembered(
 async def test_an_engine_ignoring_required_is_retried_once_and_its_text_hidden(
     engine: FakeEngine, client: EngineClient
 ) -> None:
-    memory: dict[str, RequiredSupport] = {}
+    memory = RequiredMemory()
     engine.script(
         text_reply("I think without searching."), tool_reply(search("a")), text_reply("ok")
     )
     events = await run(make_turn(client, engine, [FakeSearch()], memory=memory))
     assert text(events) == "ok"
     assert [c["tool_choice"] for c in engine.chats] == ["required", "auto", "auto"]
-    assert memory[engine.url] is RequiredSupport.IGNORED
+    assert remembered(memory, engine) is RequiredSupport.IGNORED
 
 
 async def test_a_second_answer_without_calls_is_accepted(
@@ -317,12 +328,12 @@ async def test_a_second_answer_without_calls_is_accepted(
 async def test_a_400_repeated_with_auto_does_not_mark_the_engine(
     engine: FakeEngine, client: EngineClient
 ) -> None:
-    memory: dict[str, RequiredSupport] = {}
+    memory = RequiredMemory()
     engine.script(error_reply(400, "prompt too long"), error_reply(400, "prompt too long"))
     with pytest.raises(EngineStatusError, match="prompt too long"):
         await run(make_turn(client, engine, [FakeSearch()], memory=memory))
     assert [c["tool_choice"] for c in engine.chats] == ["required", "auto"]
-    assert memory == {}
+    assert remembered(memory, engine) is RequiredSupport.UNKNOWN
 
 
 async def test_other_engine_errors_are_not_retried(
@@ -367,10 +378,10 @@ async def test_a_client_system_message_is_merged_with_the_web_line(
 
 async def test_usage_is_summed_over_rounds(engine: FakeEngine, client: EngineClient) -> None:
     engine.script(tool_reply(search("a")), text_reply("ok"))
-    turn = make_turn(client, engine, [FakeSearch()])
-    await run(turn)
-    assert turn.usage == {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}
-    assert turn.rounds == 2
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    usage = [e.counts.payload() for e in events if isinstance(e, Usage)]
+    assert usage == [{"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}]
+    assert sum(isinstance(e, RoundStarted) for e in events) == 2
 
 
 async def test_a_slow_tool_is_stopped_and_the_model_told(
@@ -401,8 +412,10 @@ async def test_a_failing_tool_becomes_a_tool_message(
     engine: FakeEngine, client: EngineClient
 ) -> None:
     class Broken(FakeSearch):
-        async def run(self, arguments: dict[str, Any], context: Any) -> Any:
-            raise RuntimeError("secret page text")
+        async def run(self, arguments: Any, context: Any) -> Any:
+            if arguments is not None:
+                raise RuntimeError("secret page text")
+            yield None
 
     engine.script(tool_reply(search("a")), text_reply("ok"))
     await run(make_turn(client, engine, [Broken()]))
@@ -426,7 +439,7 @@ async def test_a_hermes_call_written_as_text_is_run_and_hidden(
     )
     engine.script(text_reply(*pieces(written)), text_reply("Answer [1]."))
     tool = FakeSearch()
-    memory: dict[str, RequiredSupport] = {}
+    memory = RequiredMemory()
     events = await run(make_turn(client, engine, [tool], filters=default_filter, memory=memory))
     assert tool.calls == [{"query": "rust"}]
     assert text(events) == "Checking. \n\nAnswer [1]."
@@ -435,7 +448,7 @@ async def test_a_hermes_call_written_as_text_is_run_and_hidden(
     assert assistant["content"] == "Checking. "
     assert assistant["tool_calls"][0]["function"]["name"] == "web_search"
     assert assistant["tool_calls"][0]["id"].startswith("call_")
-    assert memory[engine.url] is RequiredSupport.HONOURED
+    assert remembered(memory, engine) is RequiredSupport.HONOURED
 
 
 async def test_an_xml_call_in_an_answer_round_is_run_then_asked_once_more(

@@ -54,13 +54,22 @@ async def test_async_streaming_with_web_reads_events_from_extra_fields(
                 finish = part.choices[0].finish_reason or finish
     assert text == "Rust 1.90 shipped [1]."
     assert events == [
-        {"type": "searched", "queries": ["rust news"], "results": 1},
+        {
+            "type": "searched",
+            "queries": ["rust news"],
+            "time_range": None,
+            "kind": None,
+            "results": 1,
+            "unresponsive_engines": [],
+            "error": None,
+        },
         {
             "type": "sources",
             "sources": [
                 {"n": 1, "url": "https://example.org/rust-news", "title": "About rust news"}
             ],
         },
+        {"type": "citations", "cited": [1], "unknown": []},
     ]
     assert finish == "stop"
     assert reasoning == "checking"

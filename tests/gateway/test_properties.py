@@ -11,9 +11,10 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import GatewayError
+from gateway.calls import RawCall, ToolCallAssembler
+from gateway.chunks import CallFragment
 from gateway.proxy import relay
-from gateway.rounds import RawCall, ToolCallAssembler
+from gateway.settings import EngineSettings
 
 EVENTS = [
     {"choices": [{"index": 0, "delta": {"content": "Hé"}}]},
@@ -35,13 +36,11 @@ async def relayed(parts: list[bytes]) -> bytes:
             await asyncio.sleep(0)
 
     response = httpx.Response(200, content=stream())
-    errors: list[GatewayError] = []
     out = b""
-    async for piece in relay(response, on_events=lambda _: None, on_error=errors.append):
+    async for piece in relay(response, EngineSettings("http://127.0.0.1:1/v1")):
         # Every piece forwarded is whole events.
-        assert piece.endswith(b"\n\n")
-        out += piece
-    assert errors == []
+        assert piece.data.endswith(b"\n\n")
+        out += piece.data
     return out
 
 
@@ -76,15 +75,15 @@ def test_tool_call_fragments_join_the_same_however_cut(
             i += 1
         pieces.append(parts)
     assembler = ToolCallAssembler()
-    assembler.add({"index": 0, "id": "a", "function": {"name": "web_search", "arguments": ""}})
-    assembler.add({"index": 1, "id": "b", "function": {"name": "fetch", "arguments": ""}})
+    assembler.add(CallFragment(0, "a", "web_search"))
+    assembler.add(CallFragment(1, "b", "fetch"))
     queues = [list(p) for p in pieces]
     turn = 0
     while any(queues):
         pick = 1 if (interleave[turn % len(interleave)] if interleave else False) else 0
         if not queues[pick]:
             pick = 1 - pick
-        assembler.add({"index": pick, "function": {"arguments": queues[pick].pop(0)}})
+        assembler.add(CallFragment(pick, arguments=queues[pick].pop(0)))
         turn += 1
     assert assembler.calls() == [
         RawCall("a", "web_search", ARGUMENTS[0]),

@@ -9,10 +9,11 @@ import pytest
 
 from gateway import prompts, sse
 from gateway.auth import KeyChecker
+from gateway.engine import error_from_payload
 from gateway.errors import AuthError, BodyTooLargeError, EngineStatusError, RequestError
-from gateway.ledger import BudgetCounter, Ledger, normalise_url
-from gateway.proxy import _boundary, _repair_old_errors
-from gateway.request import parse_chat_request, user_text
+from gateway.ledger import BudgetCounter, Found, Ledger, normalise_url
+from gateway.messages import parse_message, user_text
+from gateway.request import parse_chat_request
 
 
 def feed_all(lines: list[str]) -> list[sse.SSEEvent]:
@@ -62,13 +63,16 @@ def test_encoded_events_are_one_data_line() -> None:
 
 
 def test_proxy_cuts_at_the_last_event_boundary() -> None:
-    assert _boundary(b"data: 1\n\ndata: 2") == len(b"data: 1\n\n")
-    assert _boundary(b"data: 1\r\n\r\ndata: 2") == len(b"data: 1\r\n\r\n")
-    assert _boundary(b"data: 1") == 0
+    assert sse.boundary(b"data: 1\n\ndata: 2") == len(b"data: 1\n\n")
+    assert sse.boundary(b"data: 1\r\n\r\ndata: 2") == len(b"data: 1\r\n\r\n")
+    assert sse.boundary(b"data: 1") == 0
 
 
 def test_proxy_turns_the_old_error_field_into_a_data_event() -> None:
-    fixed = _repair_old_errors(b'error: {"code":500,"message":"boom","type":"server_error"}\n\n')
+    fixed = sse.repair_old_errors(
+        b'error: {"code":500,"message":"boom","type":"server_error"}\n\n',
+        lambda payload: error_from_payload(payload)[1],
+    )
     assert fixed.startswith(b"data: ")
     payload = json.loads(fixed[len(b"data: ") :].split(b"\n")[0])
     assert payload["error"]["message"] == "boom"
@@ -79,10 +83,27 @@ def test_proxy_turns_the_old_error_field_into_a_data_event() -> None:
 
 def test_sources_keep_their_first_number() -> None:
     ledger = Ledger()
-    assert ledger.add("https://A.example:443/x#frag", "A") == 1
-    assert ledger.add("https://b.example/", "B") == 2
-    assert ledger.add("https://a.example/x", "") == 1
+    assert ledger.add("https://A.example:443/x#frag", "A", found=Found.SEARCH) == 1
+    assert ledger.add("https://b.example/", "B", found=Found.PAGE) == 2
+    assert ledger.add("https://a.example/x", "", found=Found.PAGE) == 1
     assert [s.n for s in ledger.sources()] == [1, 2]
+
+
+def test_pages_read_do_not_widen_rule_1() -> None:
+    ledger = Ledger()
+    ledger.add("https://result.example/a", "Result", found=Found.SEARCH)
+    ledger.add("https://landed.example/b", "Where a redirect landed", found=Found.PAGE)
+    ledger.add("https://result.example/c", "A link read on the result's site", found=Found.PAGE)
+    assert ledger.searched_urls() == ["https://result.example/a"]
+
+
+def test_a_page_later_found_by_a_search_counts_as_searched() -> None:
+    ledger = Ledger()
+    assert ledger.add("https://x.example/", "", found=Found.PAGE) == 1
+    assert ledger.searched_urls() == []
+    assert ledger.add("https://X.example/", "X", found=Found.SEARCH) == 1
+    assert ledger.searched_urls() == ["https://x.example/"]
+    assert ledger.sources()[0].title == "X"
 
 
 @pytest.mark.parametrize(
@@ -107,7 +128,7 @@ def test_path_case_and_other_ports_stay_different() -> None:
 
 def test_sources_message_lists_numbers() -> None:
     ledger = Ledger()
-    ledger.add("https://a.example/", "Alpha")
+    ledger.add("https://a.example/", "Alpha", found=Found.SEARCH)
     text = ledger.sources_message()
     assert text.startswith("Sources found, with the numbers to cite")
     assert "[1] Alpha — https://a.example/" in text
@@ -254,7 +275,8 @@ def test_user_text_reads_strings_and_text_parts() -> None:
         {"role": "user", "content": "see https://a.example/"},
         {"role": "user", "content": [{"type": "text", "text": "and b"}, {"type": "image_url"}]},
     ]
-    assert user_text(messages) == "see https://a.example/\nand b"
+    parsed = [parse_message(m, i) for i, m in enumerate(messages)]
+    assert user_text(parsed) == "see https://a.example/\nand b"
 
 
 def test_engine_error_body_keeps_the_engines_words() -> None:
@@ -263,3 +285,44 @@ def test_engine_error_body_keeps_the_engines_words() -> None:
     )
     assert error.body()["error"]["message"] == "too long"
     assert error.kind == "http_4xx"
+
+
+@pytest.mark.parametrize(
+    ("part", "refused"),
+    [
+        ({"type": "image_url", "image_url": {"url": "https://example.org/a.png"}}, True),
+        ({"type": "image_url", "image_url": {"url": "http://10.0.0.1/a.png"}}, True),
+        ({"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}, True),
+        ({"type": "image_url", "image_url": {"url": "/etc/passwd"}}, True),
+        ({"type": "video_url", "video_url": {"url": "https://v.example/v.mp4"}}, True),
+        ({"type": "audio_url", "audio_url": "https://a.example/a.wav"}, True),
+        ({"type": "file", "file": {"file_url": "https://f.example/f.pdf"}}, True),
+        ({"type": "image_url", "image_url": {"url": " DATA:image/png;base64,AA=="}}, False),
+        ({"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}, False),
+        ({"type": "input_audio", "input_audio": {"data": "AA==", "format": "wav"}}, False),
+        ({"type": "text", "text": "see https://example.org/"}, False),
+    ],
+    ids=[
+        "https",
+        "http",
+        "file",
+        "path",
+        "video",
+        "audio-string",
+        "file-url",
+        "data-upper",
+        "data",
+        "inline-audio",
+        "text-with-address",
+    ],
+)
+def test_media_addresses_are_refused_unless_inline(part: dict[str, Any], refused: bool) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": [part]}]}
+    raw = json.dumps(body).encode()
+    if refused:
+        with pytest.raises(RequestError, match="only data: URLs"):
+            parse_chat_request(raw)
+    else:
+        parse_chat_request(raw)
+    # The operator's setting lets every one of them through.
+    parse_chat_request(raw, allow_media_urls=True)

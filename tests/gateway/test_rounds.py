@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from gateway import prompts
+from gateway.calls import CallVerdict as Verdict
+from gateway.calls import RawCall, ToolCallAssembler, call_key, vet_call
+from gateway.chunks import CallFragment, parse_chunk
 from gateway.rounds import (
     MAX_ANSWER_ROUNDS,
     MAX_TOOL_ROUNDS,
     LoopState,
     Phase,
-    RawCall,
     RequiredSupport,
     RoundOutcome,
     Step,
-    ToolCallAssembler,
-    Verdict,
     after_calls,
     after_round,
-    call_key,
     next_round,
     refused_required,
-    vet_call,
 )
+
+
+def frag(raw: dict[str, Any]) -> CallFragment:
+    """One ``delta.tool_calls`` element, parsed at the edge as the engine client does."""
+    return parse_chunk({"choices": [{"delta": {"tool_calls": [raw]}}]}).calls[0]
+
 
 OFFERED = ["web_search", "fetch"]
 REQUIRED = {"web_search": ["query"], "fetch": ["url"]}
@@ -32,11 +37,13 @@ REQUIRED = {"web_search": ["query"], "fetch": ["url"]}
 
 def test_fragments_are_joined_by_index_even_when_interleaved() -> None:
     assembler = ToolCallAssembler()
-    assembler.add({"index": 0, "id": "a", "function": {"name": "web_search", "arguments": ""}})
-    assembler.add({"index": 1, "id": "b", "function": {"name": "fetch", "arguments": '{"u'}})
-    assembler.add({"index": 0, "function": {"arguments": '{"query": '}})
-    assembler.add({"index": 1, "function": {"arguments": 'rl": "x"}'}})
-    assembler.add({"index": 0, "function": {"arguments": '"rust"}'}})
+    assembler.add(
+        frag({"index": 0, "id": "a", "function": {"name": "web_search", "arguments": ""}})
+    )
+    assembler.add(frag({"index": 1, "id": "b", "function": {"name": "fetch", "arguments": '{"u'}}))
+    assembler.add(frag({"index": 0, "function": {"arguments": '{"query": '}}))
+    assembler.add(frag({"index": 1, "function": {"arguments": 'rl": "x"}'}}))
+    assembler.add(frag({"index": 0, "function": {"arguments": '"rust"}'}}))
     assert assembler.calls() == [
         RawCall("a", "web_search", '{"query": "rust"}'),
         RawCall("b", "fetch", '{"url": "x"}'),
@@ -45,9 +52,9 @@ def test_fragments_are_joined_by_index_even_when_interleaved() -> None:
 
 def test_fragments_without_index_continue_the_last_call() -> None:
     assembler = ToolCallAssembler()
-    assembler.add({"id": "a", "function": {"name": "web_search", "arguments": '{"q'}})
-    assembler.add({"function": {"arguments": 'uery": "x"}'}})
-    assembler.add({"id": "b", "function": {"name": "fetch", "arguments": "{}"}})
+    assembler.add(frag({"id": "a", "function": {"name": "web_search", "arguments": '{"q'}}))
+    assembler.add(frag({"function": {"arguments": 'uery": "x"}'}}))
+    assembler.add(frag({"id": "b", "function": {"name": "fetch", "arguments": "{}"}}))
     calls = assembler.calls()
     assert [(c.name, c.arguments) for c in calls] == [
         ("web_search", '{"query": "x"}'),
@@ -57,8 +64,8 @@ def test_fragments_without_index_continue_the_last_call() -> None:
 
 def test_a_name_repeated_on_every_fragment_is_kept_once() -> None:
     assembler = ToolCallAssembler()
-    assembler.add({"index": 0, "function": {"name": "fetch", "arguments": "{"}})
-    assembler.add({"index": 0, "function": {"name": "fetch", "arguments": "}"}})
+    assembler.add(frag({"index": 0, "function": {"name": "fetch", "arguments": "{"}}))
+    assembler.add(frag({"index": 0, "function": {"name": "fetch", "arguments": "}"}}))
     assert assembler.calls() == [RawCall("", "fetch", "{}")]
 
 
@@ -192,9 +199,9 @@ def test_round_one_is_required_then_auto() -> None:
     state = LoopState()
     plan = next_round(state, RequiredSupport.UNKNOWN)
     assert (plan.offer_tools, plan.tool_choice, plan.nudge) == (True, "required", False)
-    step, learnt = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
-    assert (step, learnt) == (Step.RUN_CALLS, RequiredSupport.HONOURED)
-    assert next_round(state, RequiredSupport.HONOURED).tool_choice == "auto"
+    advance = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+    assert (advance.step, advance.learnt) == (Step.RUN_CALLS, RequiredSupport.HONOURED)
+    assert next_round(advance.state, RequiredSupport.HONOURED).tool_choice == "auto"
 
 
 @pytest.mark.parametrize("support", [RequiredSupport.REFUSED, RequiredSupport.IGNORED])
@@ -207,20 +214,28 @@ def test_an_engine_that_ignores_required_is_retried_once_with_auto() -> None:
     state = LoopState()
     plan = next_round(state, RequiredSupport.UNKNOWN)
     assert plan.hold_text
-    step, learnt = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=True))
-    assert (step, learnt) == (Step.RETRY_AUTO, RequiredSupport.IGNORED)
-    retry = next_round(state, RequiredSupport.IGNORED)
+    advance = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=True))
+    assert (advance.step, advance.learnt) == (Step.RETRY_AUTO, RequiredSupport.IGNORED)
+    retry = next_round(advance.state, RequiredSupport.IGNORED)
     assert (retry.tool_choice, retry.nudge) == ("auto", True)
-    step, _ = after_round(state, retry, RoundOutcome(calls=0, malformed=0, has_text=True))
-    assert step is Step.FINISH
-    assert state.phase is Phase.DONE
+    advance = after_round(advance.state, retry, RoundOutcome(calls=0, malformed=0, has_text=True))
+    assert advance.step is Step.FINISH
+    assert advance.state.phase is Phase.DONE
 
 
 def test_a_refused_required_is_retried_with_auto() -> None:
-    state = LoopState()
-    refused_required(state)
-    plan = next_round(state, RequiredSupport.REFUSED)
+    state = refused_required(LoopState())
+    plan = next_round(state, RequiredSupport.UNKNOWN)
     assert (plan.tool_choice, plan.nudge) == ("auto", True)
+
+
+def test_a_refusal_is_learnt_only_when_the_retry_is_accepted() -> None:
+    state = refused_required(LoopState())
+    plan = next_round(state, RequiredSupport.UNKNOWN)
+    advance = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+    assert advance.learnt is RequiredSupport.REFUSED
+    again = after_round(advance.state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+    assert again.learnt is None
 
 
 def test_tool_rounds_stop_after_eight_then_two_answer_rounds() -> None:
@@ -229,74 +244,76 @@ def test_tool_rounds_stop_after_eight_then_two_answer_rounds() -> None:
     for _ in range(MAX_TOOL_ROUNDS):
         plan = next_round(state, support)
         assert plan.offer_tools
-        step, _ = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
-        assert step is Step.RUN_CALLS
+        advance = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+        assert advance.step is Step.RUN_CALLS
+        state = advance.state
     assert state.phase is Phase.ANSWER
     plan = next_round(state, support)
     assert (plan.offer_tools, plan.tool_choice, plan.announce_answer) == (False, None, True)
-    step, _ = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
-    assert step is Step.RUN_CALLS  # a call in an answer round is run
+    advance = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+    assert advance.step is Step.RUN_CALLS  # a call in an answer round is run
+    state = advance.state
     plan = next_round(state, support)
     assert not plan.announce_answer
-    step, _ = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
-    assert step is Step.FINISH
-    assert state.no_answer
-    assert state.answer_rounds == MAX_ANSWER_ROUNDS
+    advance = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
+    assert advance.step is Step.FINISH
+    assert advance.state.no_answer
+    assert advance.state.answer_rounds == MAX_ANSWER_ROUNDS
 
 
 def test_a_spent_search_budget_ends_the_tool_rounds() -> None:
     state = LoopState(tool_rounds=1)
     plan = next_round(state, RequiredSupport.HONOURED)
-    after_round(
+    advance = after_round(
         state, plan, RoundOutcome(calls=1, malformed=0, has_text=False, searches_spent=True)
     )
-    assert state.phase is Phase.ANSWER
+    assert advance.state.phase is Phase.ANSWER
 
 
 def test_the_budget_spent_by_the_calls_ends_the_tool_rounds() -> None:
     state = LoopState(tool_rounds=1)
-    after_calls(state, searches_spent=False)
-    kept = state.phase
-    after_calls(state, searches_spent=True)
-    assert (kept, state.phase) == (Phase.TOOLS, Phase.ANSWER)
+    kept = after_calls(state, searches_spent=False).phase
+    ended = after_calls(state, searches_spent=True).phase
+    assert (kept, ended) == (Phase.TOOLS, Phase.ANSWER)
 
 
 def test_an_answer_ends_the_loop() -> None:
     state = LoopState(tool_rounds=2)
     plan = next_round(state, RequiredSupport.HONOURED)
-    step, _ = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=True))
-    assert step is Step.FINISH
-    assert not state.no_answer
+    advance = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=True))
+    assert advance.step is Step.FINISH
+    assert not advance.state.no_answer
 
 
 def test_an_empty_tool_round_moves_to_the_answer_rounds() -> None:
     state = LoopState(tool_rounds=2)
     plan = next_round(state, RequiredSupport.HONOURED)
-    step, _ = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=False))
-    assert step is Step.ASK_AGAIN
-    assert state.phase is Phase.ANSWER
+    advance = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=False))
+    assert advance.step is Step.ASK_AGAIN
+    assert advance.state.phase is Phase.ANSWER
 
 
 def test_malformed_text_calls_give_the_model_another_round() -> None:
     state = LoopState(tool_rounds=2)
     plan = next_round(state, RequiredSupport.HONOURED)
-    step, _ = after_round(state, plan, RoundOutcome(calls=0, malformed=1, has_text=False))
-    assert step is Step.RUN_CALLS
-    assert state.phase is Phase.TOOLS
+    advance = after_round(state, plan, RoundOutcome(calls=0, malformed=1, has_text=False))
+    assert advance.step is Step.RUN_CALLS
+    assert advance.state.phase is Phase.TOOLS
 
 
 def test_two_empty_answer_rounds_end_with_the_clear_message() -> None:
     state = LoopState(phase=Phase.ANSWER, tool_rounds=8)
     for _ in range(MAX_ANSWER_ROUNDS):
         plan = next_round(state, RequiredSupport.HONOURED)
-        step, _ = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=False))
-    assert step is Step.FINISH
+        advance = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=False))
+        state = advance.state
+    assert advance.step is Step.FINISH
     assert state.no_answer
 
 
 def test_text_with_a_call_in_the_last_answer_round_is_the_answer() -> None:
     state = LoopState(phase=Phase.ANSWER, tool_rounds=8, answer_rounds=1, answer_announced=True)
     plan = next_round(state, RequiredSupport.HONOURED)
-    step, _ = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=True))
-    assert step is Step.FINISH
-    assert not state.no_answer
+    advance = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=True))
+    assert advance.step is Step.FINISH
+    assert not advance.state.no_answer

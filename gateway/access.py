@@ -1,0 +1,139 @@
+"""Who may use the API, and how much: the key check and the per-key limits (SPEC 2).
+
+`Access` is the ASGI middleware in front of every route: an API route (``/v1/...``)
+passes only with a configured key (checked once, here, before any handler) and within
+that key's requests-per-minute; the key's position goes into the request's state for
+the chat handler's concurrent-chat limit. `KeyLimits` decides (clock injected, no I/O).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.auth import KeyChecker
+from gateway.errors import GatewayError, RateLimitError
+from gateway.metrics import GatewayMetrics
+from gateway.writer import Tally, error_response, outcome_of
+
+#: The chat route: a refusal here is also a chat request with mode ``none``.
+CHAT_PATH = "/v1/chat/completions"
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+    chats: int = 0
+
+
+class KeyLimits:
+    """Per-key requests per minute (a token bucket that holds one minute's worth) and
+    concurrent chats. A limit of 0 is off."""
+
+    def __init__(
+        self,
+        *,
+        chats_per_key: int,
+        requests_per_minute: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._chats = chats_per_key
+        self._rpm = requests_per_minute
+        self._clock = clock
+        self._keys: dict[int, _Bucket] = {}
+
+    def _bucket(self, key: int) -> _Bucket:
+        bucket = self._keys.get(key)
+        if bucket is None:
+            bucket = self._keys[key] = _Bucket(float(self._rpm), self._clock())
+        return bucket
+
+    def admit(self, key: int) -> None:
+        """Count one request of ``key``.
+
+        Raises:
+            RateLimitError: The key used its requests for this minute; ``Retry-After`` is
+                when the next one is allowed.
+        """
+        if not self._rpm:
+            return
+        bucket = self._bucket(key)
+        now = self._clock()
+        rate = self._rpm / 60.0
+        bucket.tokens = min(float(self._rpm), bucket.tokens + (now - bucket.at) * rate)
+        bucket.at = now
+        if bucket.tokens < 1.0:
+            wait = math.ceil((1.0 - bucket.tokens) / rate)
+            raise RateLimitError(
+                f"Too many requests for this key: at most {self._rpm} a minute.", wait
+            )
+        bucket.tokens -= 1.0
+
+    @contextmanager
+    def chat(self, key: int) -> Iterator[None]:
+        """Hold one of ``key``'s concurrent chats for the block.
+
+        Raises:
+            RateLimitError: The key already has its limit of chats running.
+        """
+        if not self._chats:
+            yield
+            return
+        bucket = self._bucket(key)
+        if bucket.chats >= self._chats:
+            raise RateLimitError(f"Too many chats at once for this key: at most {self._chats}.", 1)
+        bucket.chats += 1
+        try:
+            yield
+        finally:
+            bucket.chats -= 1
+
+
+class Access:
+    """ASGI middleware: the key check and requests-per-minute of every API route.
+
+    # Security
+    Rule: every ``/v1/`` route needs ``Authorization: Bearer <key>`` with a configured
+    key; the check runs here, once, before routing, so no handler can forget it.
+    Threat: an open model and tool loop on an address others can reach; a handler added
+    later without its own check.
+    Callers may rely on: a request reaching a ``/v1/`` handler carried a configured key
+    (or none are configured, which settings allow only on loopback), and its position is
+    ``scope["state"]["key"]``. ``/healthz`` and ``/metrics`` need no key.
+    Proved by ``test_api_routes_need_the_key`` and ``test_unknown_api_routes_need_the_key``
+    in ``tests/gateway/test_app.py``.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, keys: KeyChecker, limits: KeyLimits, metrics: GatewayMetrics
+    ) -> None:
+        self._app = app
+        self._keys = keys
+        self._limits = limits
+        self._metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self._app(scope, receive, send)
+            return
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+                break
+        try:
+            key = self._keys.check(authorization)
+            self._limits.admit(key)
+        except GatewayError as exc:
+            if scope["path"] == CHAT_PATH:
+                Tally(self._metrics).close(outcome_of(exc), exc)
+            await error_response(exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["key"] = key
+        await self._app(scope, receive, send)

@@ -1,0 +1,221 @@
+"""Tool calls, as pure code: fragments joined into calls, and the verdict on each call.
+
+- `ToolCallAssembler` joins streamed ``delta.tool_calls`` fragments into whole calls.
+- `call_key` is the identity that makes two calls "the same" (SPEC 3.4).
+- `vet_call` decides whether a call may run (`CallVerdict`), with the model-facing
+  message when it may not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway import prompts
+from gateway.chunks import CallFragment
+
+
+@dataclass
+class _Fragments:
+    call_id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RawCall:
+    """A call as the model wrote it: arguments still text, or already an object.
+
+    Attributes:
+        call_id: The engine's id; empty when the engine sent none.
+        name: The function name.
+        arguments: JSON text (structured calls) or a decoded object (text calls).
+    """
+
+    call_id: str
+    name: str
+    arguments: str | Mapping[str, Any]
+
+
+class ToolCallAssembler:
+    """Joins streamed ``delta.tool_calls`` fragments into whole calls, by ``index``.
+
+    Tolerates engines that omit ``index`` (a fragment with an id or name starts a new
+    call, one without continues the last) and that repeat the name on every fragment.
+    """
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _Fragments] = {}
+        self._last: int | None = None
+
+    def add(self, fragment: CallFragment) -> None:
+        """Take one element of ``delta.tool_calls``."""
+        index = fragment.index
+        if index is None:
+            starts = bool(fragment.call_id) or bool(fragment.name)
+            index = max(self._calls, default=-1) + 1 if starts or self._last is None else self._last
+        self._last = index
+        parts = self._calls.setdefault(index, _Fragments())
+        if fragment.call_id and not parts.call_id:
+            parts.call_id = fragment.call_id
+        if fragment.name and fragment.name != parts.name:
+            parts.name += fragment.name
+        if fragment.arguments:
+            parts.arguments.append(fragment.arguments)
+
+    def __bool__(self) -> bool:
+        return bool(self._calls)
+
+    def calls(self) -> list[RawCall]:
+        """The calls seen so far, in index order."""
+        return [
+            RawCall(parts.call_id, parts.name, "".join(parts.arguments))
+            for _, parts in sorted(self._calls.items())
+        ]
+
+
+def new_call_id() -> str:
+    """An id for a call the engine sent without one (or wrote as text)."""
+    return f"call_{secrets.token_hex(12)}"
+
+
+class CallVerdict(enum.StrEnum):
+    """What the loop does with one call (the value is the tool-calls metric's outcome)."""
+
+    RUN = "run"
+    DUPLICATE = "duplicate"  # same tool and normalised arguments as a call already run
+    UNKNOWN_TOOL = "unknown_tool"
+    BAD_ARGUMENTS = "bad_arguments"  # not a JSON object
+    MISSING_ARGUMENTS = "missing_arguments"
+
+
+@dataclass(frozen=True, slots=True)
+class VettedCall:
+    """A call with its id, decoded arguments and the verdict on it.
+
+    Attributes:
+        call_id: Never empty: generated when the engine sent none.
+        name: Function name as written.
+        arguments: Decoded arguments (empty when they could not be decoded).
+        arguments_text: The arguments as JSON object text, for the assistant message
+            (``{}`` when they were not an object).
+        verdict: Whether it runs, and if not, why.
+        message: For calls that do not run, the tool message saying why.
+        key: Dedup key (empty for calls that cannot run).
+    """
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_text: str
+    verdict: CallVerdict
+    message: str = ""
+    key: str = ""
+
+
+def _fold(value: Any, *, query: bool) -> Any:
+    if isinstance(value, str):
+        text = value.strip()
+        return " ".join(text.casefold().split()) if query else text
+    if isinstance(value, list):
+        return [_fold(v, query=query) for v in value]
+    if isinstance(value, Mapping):
+        return {
+            str(k): _fold(v, query=query or k in ("query", "queries")) for k, v in value.items()
+        }
+    return value
+
+
+def call_key(name: str, arguments: Mapping[str, Any]) -> str:
+    """The identity of a call for dedup (SPEC 3.4).
+
+    JSON keys sorted, strings trimmed, and in ``query``/``queries`` case and whitespace
+    folded, so ``{"query": " Rust  Jobs"}`` repeats ``{"query": "rust jobs"}``.
+    """
+    folded = _fold(dict(arguments), query=False)
+    return name + "\x00" + json.dumps(folded, sort_keys=True, ensure_ascii=False)
+
+
+def vet_call(
+    raw: RawCall,
+    *,
+    offered: Sequence[str],
+    required: Mapping[str, Sequence[str]],
+    seen: set[str],
+) -> VettedCall:
+    """Decide whether one call runs.
+
+    Args:
+        raw: The call as written.
+        offered: Names of the tools offered in this answer.
+        required: Required argument names per tool.
+        seen: Keys of calls already run in this answer; the key of a call that will run
+            is added, so a repeat inside the same round is caught too.
+
+    Returns:
+        The vetted call, with the model-facing message when it does not run.
+    """
+    call_id = raw.call_id or new_call_id()
+    if isinstance(raw.arguments, str):
+        try:
+            decoded = json.loads(raw.arguments) if raw.arguments.strip() else {}
+        except (json.JSONDecodeError, RecursionError) as exc:
+            problem = f"invalid JSON: {exc.msg}" if isinstance(exc, ValueError) else "too deep"
+            return VettedCall(
+                call_id,
+                raw.name,
+                {},
+                "{}",
+                CallVerdict.BAD_ARGUMENTS,
+                prompts.BAD_ARGUMENTS.format(name=raw.name, problem=problem),
+            )
+        # Some engines double-encode: a JSON string holding the object.
+        if isinstance(decoded, str):
+            with contextlib.suppress(ValueError, RecursionError):
+                decoded = json.loads(decoded)
+    else:
+        decoded = dict(raw.arguments)
+    # The history always carries an object: engines that re-parse past calls with their
+    # chat template (llama-server with Qwen3-Coder or GLM templates) answer 500 to
+    # anything else, which would end the turn instead of letting the model try again.
+    text = json.dumps(decoded) if isinstance(decoded, dict) else "{}"
+    if raw.name not in offered:
+        return VettedCall(
+            call_id,
+            raw.name,
+            {},
+            text,
+            CallVerdict.UNKNOWN_TOOL,
+            prompts.UNKNOWN_TOOL.format(name=raw.name or "(empty)", names=", ".join(offered)),
+        )
+    if not isinstance(decoded, dict):
+        return VettedCall(
+            call_id,
+            raw.name,
+            {},
+            text,
+            CallVerdict.BAD_ARGUMENTS,
+            prompts.BAD_ARGUMENTS.format(name=raw.name, problem="not an object"),
+        )
+    missing = [r for r in required.get(raw.name, ()) if r not in decoded]
+    if missing:
+        return VettedCall(
+            call_id,
+            raw.name,
+            decoded,
+            text,
+            CallVerdict.MISSING_ARGUMENTS,
+            prompts.MISSING_ARGUMENTS.format(name=raw.name, missing=", ".join(missing)),
+        )
+    key = call_key(raw.name, decoded)
+    if key in seen:
+        return VettedCall(
+            call_id, raw.name, decoded, text, CallVerdict.DUPLICATE, prompts.DUPLICATE_CALL, key
+        )
+    seen.add(key)
+    return VettedCall(call_id, raw.name, decoded, text, CallVerdict.RUN, "", key)
