@@ -33,7 +33,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2
 
-from fetcher.reasons import DESCRIPTIONS, Reason
+from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.settings import DEV_SOCKET
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
@@ -42,7 +42,6 @@ from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
 # may import only this module and the generated contract (tests/test_architecture.py).
 __all__ = [
     "DEFAULT_TIMEOUT",
-    "DESCRIPTIONS",
     "FetcherBusy",
     "FetcherClient",
     "FetcherClientError",

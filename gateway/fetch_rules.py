@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fetcher.client import (
-    DESCRIPTIONS,
     FetcherBusy,
     FetcherClientError,
     FetcherTimeout,
@@ -189,7 +188,9 @@ def tool_text(
         return _problem_line(problem, url, detail)
     if not pages and failures:
         first = failures[0]
-        return prompts.FIRST_PAGE_NOT_READ.format(url=first.url, reason=DESCRIPTIONS[first.reason])
+        return prompts.FIRST_PAGE_NOT_READ.format(
+            url=first.url, reason=prompts.reason_words(first.reason)
+        )
     blocks: list[str] = []
     for page in pages:
         n = ledger.add(page.final_url, one_line(page.title, TITLE_CHARS), found=Found.PAGE)
@@ -201,7 +202,7 @@ def tool_text(
         label = prompts.PAGE_LABEL.format(address=page.final_url)
         blocks.append(f"{heading}\n{label}\n{page.text.strip()}")
     lines = [
-        prompts.PAGE_NOT_READ.format(url=failure.url, reason=DESCRIPTIONS[failure.reason])
+        prompts.PAGE_NOT_READ.format(url=failure.url, reason=prompts.reason_words(failure.reason))
         for failure in failures
     ]
     if problem is not None:

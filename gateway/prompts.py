@@ -247,3 +247,28 @@ FETCH_NO_URL = (
     "results. Nothing was read."
 )
 FETCH_URL_TOO_LONG = "The address is longer than {most} bytes. Nothing was read."
+
+
+#: Plain words for each fetcher reason (SPEC 7's vocabulary), in the fetch tool's text.
+REASON_WORDS: dict[str, str] = {
+    "scheme": "only https addresses can be opened",
+    "port": "only the standard https port (443) can be opened",
+    "userinfo": "addresses with a user name or password cannot be opened",
+    "malformed": "the address is not well formed",
+    "not_in_answer": "not in this answer's search results",
+    "not_public": "the address is not on the public internet",
+    "dns": "the name does not resolve",
+    "connect": "the server could not be reached",
+    "tls": "the secure connection failed (certificate or handshake)",
+    "timeout": "the page took too long",
+    "too_large": "the page is too large",
+    "content_type": "the page is not text or HTML",
+    "http_status": "the server answered with an error status",
+    "redirects": "too many redirects",
+    "internal": "the reader failed on this page",
+}
+
+
+def reason_words(reason: str) -> str:
+    """The plain words for a fetcher reason; the word itself when it is a new one."""
+    return REASON_WORDS.get(reason, reason)

@@ -1,10 +1,10 @@
 """The fetcher's real gRPC service on a Unix socket, reading the local HTTPS origin.
 
-Wired as in production (``fetcher.server.crawl_reader`` over a real ``Downloader``, the
-fetch log and metrics), except for what a test must own: the explicit test Policy that
-lets 127.0.0.1 and the origin's port through, a static resolver, the test CA, and small
-limits. The gateway side talks to it through ``fetcher.client.FetcherClient``, as in
-production.
+Wired as in production (a ``fetcher.crawl.Crawler`` over a real ``Downloader`` and the
+render worker pool, the fetch log and metrics; started by ``testkit.fetcher``), except for
+what a test must own: the explicit test Policy that lets 127.0.0.1 and the origin's port
+through, a static resolver, the test CA, and small limits. The gateway side talks to it
+through ``fetcher.client.FetcherClient``, as in production.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import shutil
+import os
 import ssl
-import tempfile
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,19 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import FetcherClient
+from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader, Limits
 from fetcher.journal import FetchLog, JsonLinesSink
 from fetcher.metrics import Metrics, exposition
 from fetcher.policy import Policy
 from fetcher.resolver import StaticResolver
-from fetcher.server import FetcherServer, crawl_reader, hop_observer
-from fetcher.settings import Settings, parse_listen
+from fetcher.server import FetcherServer, hop_observer
+from fetcher.workers import WorkerPool
+from testkit.fetcher import running_fetcher as running_server
+from testkit.fetcher import socket_folder, unix_settings
 from testkit.origin import NAMES
+
+__all__ = ["EXTRA_NAMES", "FetcherService", "running_fetcher", "socket_folder"]
 
 #: Names the test resolver knows besides the origin's: each breaks one rule.
 EXTRA_NAMES: dict[str, Sequence[str]] = {"private.test": ["10.0.0.7"]}
@@ -67,16 +71,6 @@ class FetcherService:
         await self.server.stop(grace=0)
 
 
-@contextlib.contextmanager
-def socket_folder() -> Iterator[Path]:
-    """A short folder for a socket (a Unix socket path must fit in 108 bytes)."""
-    folder = Path(tempfile.mkdtemp(prefix="tgr", dir="/tmp"))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 @contextlib.asynccontextmanager
 async def running_fetcher(
     folder: Path,
@@ -98,26 +92,24 @@ async def running_fetcher(
     log = io.StringIO()
     metrics = Metrics(CollectorRegistry())
     resolver = StaticResolver({**{name: ["127.0.0.1"] for name in NAMES}, **EXTRA_NAMES})
-    target = f"unix:{folder / 'f.sock'}"
-    async with Downloader(
-        policy=policy,
-        resolver=resolver,
-        ssl_context=ssl_context,
-        limits=limits or Limits(page_timeout=2.0, max_bytes=64 * 1024),
-        observer=hop_observer(FetchLog(JsonLinesSink(log)), metrics),
-    ) as downloader:
-        defaults: dict[str, Any] = {
-            "listen": (parse_listen(target),),
-            "deadline_margin_seconds": 0.05,
-            "shutdown_grace_seconds": 1.0,
-        }
-        server = FetcherServer(
-            Settings(**(defaults | settings)),
-            reader=crawl_reader(downloader, concurrency=4),
-            metrics=metrics,
-        )
-        await server.start()
-        try:
-            yield FetcherService(server, target, log)
-        finally:
-            await server.stop(grace=0)
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    try:
+        await pool.run(os.getpid)  # started, as a running fetcher's pool is
+        async with Downloader(
+            policy=policy,
+            resolver=resolver,
+            ssl_context=ssl_context,
+            limits=limits or Limits(page_timeout=2.0, max_bytes=64 * 1024),
+            observer=hop_observer(FetchLog(JsonLinesSink(log)), metrics),
+        ) as downloader:
+            reader = Crawler(downloader=downloader, pool=pool, concurrency=4)
+            async with running_server(
+                unix_settings(folder, **({"shutdown_grace_seconds": 1.0} | settings)),
+                reader,
+                metrics=metrics,
+                pool=pool,
+            ) as server:
+                target = server.settings.listen[0].target
+                yield FetcherService(server, target, log)
+    finally:
+        pool.close()

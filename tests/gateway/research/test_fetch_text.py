@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fetcher.client import FetcherBusy, FetcherFailed, FetcherTimeout, FetcherUnavailable
-from fetcher.reasons import DESCRIPTIONS, Reason
+from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead
 from gateway import prompts
 from gateway.fetch_rules import (
@@ -196,9 +196,14 @@ def test_a_failed_first_page_is_that_fact_and_nothing_else(reason: Reason) -> No
     ledger = Ledger()
     text = tool_text("https://a.example/", [], [failed("https://a.example/", reason)], ledger)
     assert text == prompts.FIRST_PAGE_NOT_READ.format(
-        url="https://a.example/", reason=DESCRIPTIONS[reason]
+        url="https://a.example/", reason=prompts.reason_words(reason)
     )
     assert ledger.sources() == []
+
+
+@pytest.mark.parametrize("reason", list(Reason))
+def test_every_reason_has_plain_words(reason: Reason) -> None:
+    assert prompts.reason_words(reason) != reason.value
 
 
 def test_a_page_title_cannot_forge_a_heading() -> None:
