@@ -14,7 +14,8 @@ The container's network has only ``lo``; the test puts on it, before installing:
   (``/etc/resolv.conf``), answering ``viadns.example`` with the stand-in's address;
 - ``10.0.0.1`` and ``169.254.169.254``: private and link-local targets that must stay out
   of the fetcher's reach; ``/etc/hosts`` names the first ``intranet.example``;
-- a stand-in engine on ``127.0.0.1:8080`` (only its ``/v1/models``, for ``/healthz``).
+- a stand-in engine on ``127.0.0.1:8080`` (only its ``/v1/models``, for ``/healthz``) and a
+  stand-in SearXNG on ``127.0.0.1:8888`` (only its ``/healthz``).
 
 Runs as root only (it boots a container); skips with the reason otherwise.
 """
@@ -66,6 +67,8 @@ def _assets(folder: Path) -> None:
     cert.private_key_pem.write_to_path(str(folder / "key.pem"))
     (folder / "engine" / "v1").mkdir(parents=True)
     (folder / "engine" / "v1" / "models").write_text('{"data": [{"id": "stand-in"}]}')
+    (folder / "searxng").mkdir()
+    (folder / "searxng" / "healthz").write_text("OK")
     for path in (folder, *folder.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
 
@@ -90,6 +93,10 @@ def _set_the_scene(box: Container) -> None:
     box.run(
         "systemd-run", "--unit=standin-engine", "--property=Type=exec", PY, "-m",
         "http.server", "--bind=127.0.0.1", "--directory=/tigress-test/engine", "8080",
+    )  # fmt: skip
+    box.run(
+        "systemd-run", "--unit=standin-searxng", "--property=Type=exec", PY, "-m",
+        "http.server", "--bind=127.0.0.1", "--directory=/tigress-test/searxng", "8888",
     )  # fmt: skip
 
 
@@ -341,11 +348,6 @@ def test_gateway_stops_cleanly_and_restarts(box: Container) -> None:
     assert healthz(box)["fetcher"]["ok"] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 12 item 5: the gateway still ends by re-raising SIGTERM (status 15); "
-    "the gateway rebuild makes it drain and exit 0",
-)
 def test_gateway_exits_0_after_a_graceful_drain(box: Container) -> None:
     box.run("systemctl", "stop", "gateway.service")
     try:
