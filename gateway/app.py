@@ -1,16 +1,19 @@
 """The gateway's composition root: builds the parts and routes requests (SPEC 2, 4, 9).
 
-`create_app` builds what needs no I/O at once (key checker, limits, metrics, tools) and
-the rest in the lifespan (the shared engine HTTP client, model directory, health), into
-one `gateway.services.Services` that handlers receive complete. Routes:
-``POST /v1/chat/completions`` and ``GET /v1/models`` (behind the key check of
-`gateway.access.Access`), ``GET /healthz`` and ``GET /metrics`` (Routes, not Mounts: a
-Mount redirects ``/metrics`` to ``/metrics/``). Handlers live in `gateway.handlers`.
+`create_app` builds what needs no I/O at once (key checker, limits, metrics, tools, the
+MCP endpoint) and the rest in the lifespan (the shared engine HTTP client, model
+directory, health, the MCP session manager), into one `gateway.services.Services` that
+handlers receive complete. Routes: ``POST /v1/chat/completions`` and ``GET /v1/models``
+(behind the key check of `gateway.access.Access`), ``/mcp`` (the research tools over
+MCP, `gateway.mcp_http`: behind its Origin check and the same key check), ``GET
+/healthz`` and ``GET /metrics`` (Routes, not Mounts: a Mount redirects ``/metrics`` to
+``/metrics/``). Handlers live in `gateway.handlers`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -26,13 +29,17 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway import handlers
-from gateway.access import Access, KeyLimits
+from gateway import fetch_rules, handlers, prompts
+from gateway.access import MCP_PATH, Access, KeyLimits
 from gateway.auth import KeyChecker
 from gateway.drain import Drain
 from gateway.engine import EngineClient
 from gateway.health import FetcherProbe, Health, fetcher_not_checked
 from gateway.loop import FilterFactory, RequiredMemory, default_filter
+from gateway.mcp_http import McpEndpoint, McpOriginGuard
+from gateway.mcp_origin import OriginPolicy
+from gateway.mcp_sessions import McpSessions
+from gateway.mcp_tools import McpTools
 from gateway.metrics import GatewayMetrics
 from gateway.models import ModelDirectory
 from gateway.services import ChatSlots, Services
@@ -105,6 +112,8 @@ def create_app(
     )
     toolbox = ToolBox(tools)
     drain = drain if drain is not None else Drain()
+    slots = ChatSlots(limits.max_chats)
+    mcp = _mcp_endpoint(settings, toolbox, metrics, slots, key_limits, drain)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -148,10 +157,11 @@ def create_app(
                 tools=toolbox,
                 filter_factory=filter_factory,
                 memory=RequiredMemory(),
-                slots=ChatSlots(limits.max_chats),
+                slots=slots,
                 key_limits=key_limits,
                 drain=drain,
             )
+            await stack.enter_async_context(mcp.running())
             for engine in settings.engines:
                 log.info("engine %s configured", engine.label)
             report = asyncio.create_task(_report_engines(health))
@@ -172,12 +182,60 @@ def create_app(
             Route("/v1/models", _Endpoint(handlers.list_models), methods=["GET"]),
             Route("/healthz", _Endpoint(handlers.healthz), methods=["GET"]),
             Route("/metrics", _Endpoint(handlers.metrics), methods=["GET"]),
+            # Every method: the transport uses POST, GET and DELETE, and answers the rest.
+            Route(MCP_PATH, mcp),
         ],
         middleware=[
             Middleware(
+                McpOriginGuard,
+                policy=OriginPolicy.of(settings.mcp.allowed_origins),
+                metrics=metrics,
+            ),
+            Middleware(
                 Access, keys=KeyChecker(settings.api_keys), limits=key_limits, metrics=metrics
-            )
+            ),
         ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+
+
+def _mcp_endpoint(
+    settings: Settings,
+    tools: ToolBox,
+    metrics: GatewayMetrics,
+    slots: ChatSlots,
+    key_limits: KeyLimits,
+    drain: Drain,
+) -> McpEndpoint:
+    """The research tools over MCP: the chat loop's tools, one ledger and budgets per
+    session."""
+    sessions = McpSessions(
+        per_key=settings.mcp.sessions_per_key,
+        max_sessions=settings.mcp.max_sessions,
+        idle=settings.mcp.session_idle,
+        budgets=settings.budgets,
+    )
+    server = McpTools(
+        tools,
+        sessions,
+        # Over MCP no user messages reach the gateway: rule 1 allows only the session's
+        # search results, and the fetch tool says so.
+        descriptions={fetch_rules.NAME: prompts.FETCH_DESCRIPTION_MCP},
+        tool_timeout=settings.timeouts.tool,
+        metrics=metrics,
+        slots=slots,
+        key_limits=key_limits,
+        drain=drain,
+        version=_version(),
+    )
+    return McpEndpoint(
+        server, sessions, metrics=metrics, drain=drain, max_body_bytes=settings.max_body_bytes
+    )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tigress")
+    except importlib.metadata.PackageNotFoundError:
+        return ""

@@ -125,7 +125,7 @@ class Tally:
         elif isinstance(event, RoundStarted):
             self._rounds += 1
         elif isinstance(event, CallEnded):
-            self._metrics.tool_calls.labels(event.tool, event.outcome).inc(event.count)
+            self._metrics.tool_calls.labels("chat", event.tool, event.outcome).inc(event.count)
         elif isinstance(event, ToolEvent) and isinstance(event.event, Citations):
             self._metrics.unknown_citations.inc(len(event.event.unknown))
 

@@ -232,7 +232,8 @@ async def test_metrics_is_a_route_without_redirect(
     text = response.text
     assert 'tigress_gateway_chat_requests_total{mode="web",outcome="ok"} 1.0' in text
     assert 'tigress_gateway_chat_requests_total{mode="none",outcome="rejected"} 1.0' in text
-    assert 'tigress_gateway_tool_calls_total{outcome="ok",tool="web_search"} 1.0' in text
+    calls = 'tigress_gateway_tool_calls_total{interface="chat",outcome="ok",tool="web_search"}'
+    assert f"{calls} 1.0" in text
     assert "tigress_gateway_chat_rounds_count 1.0" in text
     assert "tigress_gateway_inflight_chats 0.0" in text
     assert 'tigress_gateway_time_to_first_token_seconds_count{mode="web"} 1.0' in text
@@ -243,7 +244,7 @@ async def test_metrics_is_a_route_without_redirect(
         for name, f in families.items()
         if name.startswith("tigress_gateway_") and not name.endswith("_created")
     }
-    assert len(ours) == 9
+    assert len(ours) == 13  # 9 of the chat API, 4 of the MCP endpoint
     for family in ours.values():
         if family.type == "counter":
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples)
