@@ -12,7 +12,6 @@ from prometheus_client import CollectorRegistry
 
 from gateway.app import create_app
 from gateway.drain import Drain
-from gateway.fetcher_health import FetcherHealth
 from gateway.metrics import GatewayMetrics
 from gateway.serving import (
     AcceptFloodFilter,
@@ -49,9 +48,7 @@ def main() -> None:
         log.warning("max_connections lowered to %d by the file descriptor limit", cap)
     metrics = GatewayMetrics(CollectorRegistry())
     drain = Drain()
-    app = create_app(
-        settings, fetcher_probe=FetcherHealth(settings.fetcher), metrics=metrics, drain=drain
-    )
+    app = create_app(settings, metrics=metrics, drain=drain)
     config = uvicorn_config(app, settings, metrics, max_connections=cap)
     GatewayServer(config, drain, settings.timeouts.shutdown_grace).run()
 

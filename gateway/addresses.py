@@ -1,4 +1,4 @@
-"""Rule 1's allowed hosts: hosts of the answer's sources and of addresses the user wrote.
+"""Rule 1's allowed hosts: hosts of the search results and of addresses the user wrote.
 
 Pure: decides, never does I/O. The fetcher enforces rule 1 (``fetcher.download`` refuses
 a start address whose host is not allowed, ``not_in_answer``); the gateway only says
@@ -120,11 +120,11 @@ def hosts_in_text(text: str) -> list[str]:
 
 
 def allowed_hosts(source_urls: Iterable[str], user_text: str) -> tuple[str, ...]:
-    """Rule 1's hosts for one read: the sources' hosts, then the user's.
+    """Rule 1's hosts for one read: the search results' hosts, then the user's.
 
     Args:
-        source_urls: Addresses of the answer's sources (the ledger: search results, and
-            pages read).
+        source_urls: Addresses of the answer's search results
+            (`gateway.ledger.Ledger.searched_urls`; pages read are not among them).
         user_text: The text of the user's messages.
 
     Returns:

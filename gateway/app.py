@@ -1,13 +1,15 @@
 """The gateway's composition root: builds the parts and routes requests (SPEC 2, 4, 9).
 
-`create_app` builds what needs no I/O at once (key checker, limits, metrics, tools, the
-MCP endpoint) and the rest in the lifespan (the shared engine HTTP client, model
-directory, health, the MCP session manager), into one `gateway.services.Services` that
-handlers receive complete. Routes: ``POST /v1/chat/completions`` and ``GET /v1/models``
-(behind the key check of `gateway.access.Access`), ``/mcp`` (the research tools over
-MCP, `gateway.mcp_http`: behind its Origin check and the same key check), ``GET
-/healthz`` and ``GET /metrics`` (Routes, not Mounts: a Mount redirects ``/metrics`` to
-``/metrics/``). Handlers live in `gateway.handlers`.
+`create_app` builds what needs no I/O at once (key checker, limits, metrics) and the rest
+in the lifespan (the shared engine HTTP client, model directory, the SearXNG client on its
+own HTTP client, one fetcher client per target, the research tools on them, health, the
+MCP endpoint on the same tools), into one `gateway.services.Services` that handlers
+receive complete; the lifespan closes every client it built. Routes:
+``POST /v1/chat/completions`` and ``GET /v1/models`` (behind the key check of
+`gateway.access.Access`), ``/mcp`` (the research tools over MCP, `gateway.mcp_http`:
+behind the Origin check of `gateway.mcp_http.McpOriginGuard` and the same key check),
+``GET /healthz`` and ``GET /metrics`` (Routes, not Mounts: a Mount redirects ``/metrics``
+to ``/metrics/``). Handlers live in `gateway.handlers`.
 """
 
 from __future__ import annotations
@@ -29,12 +31,22 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from fetcher.client import DEFAULT_TIMEOUT as FETCH_TIMEOUT
+from fetcher.client import FetcherClient
 from gateway import fetch_rules, handlers, prompts
+from gateway import searxng as searxng_client
 from gateway.access import MCP_PATH, Access, KeyLimits
 from gateway.auth import KeyChecker
 from gateway.drain import Drain
 from gateway.engine import EngineClient
-from gateway.health import FetcherProbe, Health, fetcher_not_checked
+from gateway.fetcher_health import FetcherHealth
+from gateway.health import (
+    FetcherProbe,
+    Health,
+    SearxngProbe,
+    fetcher_not_checked,
+    not_checked,
+)
 from gateway.loop import FilterFactory, RequiredMemory, default_filter
 from gateway.mcp_http import McpEndpoint, McpOriginGuard
 from gateway.mcp_origin import OriginPolicy
@@ -42,11 +54,18 @@ from gateway.mcp_sessions import McpSessions
 from gateway.mcp_tools import McpTools
 from gateway.metrics import GatewayMetrics
 from gateway.models import ModelDirectory
+from gateway.research_tools import FetchPages, WebSearch, fit_inside
 from gateway.services import ChatSlots, Services
 from gateway.settings import Settings
 from gateway.tools import Tool, ToolBox
 
-__all__ = ["FetcherProbe", "create_app", "fetcher_not_checked"]
+__all__ = [
+    "FetcherProbe",
+    "SearxngProbe",
+    "create_app",
+    "fetcher_not_checked",
+    "not_checked",
+]
 
 log = logging.getLogger("gateway")
 
@@ -54,6 +73,8 @@ Handler = Callable[[Request, Services], Awaitable[ASGIApp]]
 
 #: Engine connections kept open beyond the chat limit (model look-ups, health probes).
 _SPARE_CONNECTIONS = 64
+#: Most connections to SearXNG at once (a search waits for a free one beyond this).
+_SEARXNG_CONNECTIONS = 128
 
 
 class _Endpoint:
@@ -70,22 +91,46 @@ class _Endpoint:
         await response(scope, receive, send)
 
 
-async def _report_engines(health: Health) -> None:
-    """Say at start-up which engines are configured and whether they answer."""
+class _McpRoute:
+    """The ``/mcp`` route: the lifespan's MCP endpoint (built on the lifespan's tools)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        services = scope["state"]["services"]
+        assert isinstance(services, Services)
+        await services.mcp(scope, receive, send)
+
+
+def _state(part: dict[str, Any]) -> str:
+    if not part.get("checked", True):
+        return "is not checked"
+    return "answers" if part.get("ok") else "does not answer"
+
+
+async def _report(health: Health, settings: Settings) -> None:
+    """Say at start-up whether the engines, SearXNG and the fetcher answer."""
     answer = await health.check()
     for engine in answer["engines"]:
-        state = "answers" if engine["ok"] else "does not answer"
-        log.info("engine %s %s", engine["engine"], state)
+        log.info("engine %s %s", engine["engine"], _state(engine))
+    searxng = answer["searxng"]
+    log.info("SearXNG at %s %s", settings.searxng_url, _state(searxng))
+    if searxng.get("ok") is False:
+        log.warning("SearXNG: %s", searxng.get("problem", ""))
+    fetcher = answer["fetcher"]
+    for target in fetcher.get("targets", []):
+        log.info("fetcher at %s %s", target["target"], _state(target))
+    if not fetcher.get("checked", True):
+        log.info("fetcher %s", _state(fetcher))
 
 
 def create_app(
     settings: Settings,
     *,
-    tools: Iterable[Tool] = (),
+    tools: Iterable[Tool] | None = None,
     http_client: httpx.AsyncClient | None = None,
     registry: CollectorRegistry | None = None,
     filter_factory: FilterFactory = default_filter,
-    fetcher_probe: FetcherProbe = fetcher_not_checked,
+    fetcher_probe: FetcherProbe | None = None,
+    searxng_probe: SearxngProbe | None = None,
     drain: Drain | None = None,
     metrics: GatewayMetrics | None = None,
 ) -> Starlette:
@@ -93,12 +138,15 @@ def create_app(
 
     Args:
         settings: Checked settings.
-        tools: Tools offered under the Web switch.
+        tools: Tools offered under the Web switch; by default the research tools
+            (`gateway.research_tools`) on SearXNG and the fetchers of ``settings``.
         http_client: The shared engine client (built here, with the settings' timeouts,
             when not given; a given one is not closed here).
         registry: Prometheus registry (a fresh one by default, so apps do not collide).
         filter_factory: Builds the text-tool-call filter of each round.
-        fetcher_probe: The fetcher's part of ``/healthz``.
+        fetcher_probe: The fetcher's part of ``/healthz`` (by default the health service
+            of every fetcher target).
+        searxng_probe: SearXNG's part of ``/healthz`` (by default its ``/healthz``).
         drain: The shutdown state `gateway.serving.GatewayServer` starts at SIGTERM.
         metrics: The metric families (built on ``registry`` when not given; the server's
             connection guard shares them).
@@ -110,10 +158,9 @@ def create_app(
         chats_per_key=limits.chats_per_key,
         requests_per_minute=limits.requests_per_minute_per_key,
     )
-    toolbox = ToolBox(tools)
     drain = drain if drain is not None else Drain()
+    given_tools = None if tools is None else tuple(tools)
     slots = ChatSlots(limits.max_chats)
-    mcp = _mcp_endpoint(settings, toolbox, metrics, slots, key_limits, drain)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -147,7 +194,44 @@ def create_app(
                 probe_seconds=timeouts.engine_connect,
             )
             stack.push_async_callback(models.aclose)
-            health = Health(models, fetcher_probe, cache_seconds=timeouts.health_cache)
+            # The research clients: SearXNG on its own HTTP client (no redirects, no proxy
+            # variables), one channel per fetcher target. Deadlines end before the loop's
+            # tool timeout, so a slow part ends in its own clear tool result.
+            search_timeout = fit_inside(timeouts.searxng, timeouts.tool)
+            fetch_deadline = fit_inside(FETCH_TIMEOUT, timeouts.tool)
+            searxng_http = await stack.enter_async_context(
+                searxng_client.http_client(
+                    timeout=search_timeout,
+                    max_connections=min(limits.max_chats, _SEARXNG_CONNECTIONS),
+                )
+            )
+            searxng = searxng_client.SearxngClient(
+                searxng_http,
+                settings.searxng_url,
+                results_per_query=settings.searxng_results,
+                timeout=search_timeout,
+            )
+            fetchers = [
+                FetcherClient(target, timeout=fetch_deadline) for target in settings.fetcher
+            ]
+            for fetcher in fetchers:
+                stack.push_async_callback(fetcher.close)
+            toolbox = ToolBox(
+                given_tools
+                if given_tools is not None
+                else (
+                    WebSearch(searxng, metrics=metrics),
+                    FetchPages(fetchers, deadline=fetch_deadline),
+                )
+            )
+            mcp = _mcp_endpoint(settings, toolbox, metrics, slots, key_limits, drain)
+            await stack.enter_async_context(mcp.running())
+            health = Health(
+                models,
+                fetcher_probe if fetcher_probe is not None else FetcherHealth(fetchers),
+                searxng_probe if searxng_probe is not None else searxng.health,
+                cache_seconds=timeouts.health_cache,
+            )
             services = Services(
                 settings=settings,
                 metrics=metrics,
@@ -160,11 +244,11 @@ def create_app(
                 slots=slots,
                 key_limits=key_limits,
                 drain=drain,
+                mcp=mcp,
             )
-            await stack.enter_async_context(mcp.running())
             for engine in settings.engines:
                 log.info("engine %s configured", engine.label)
-            report = asyncio.create_task(_report_engines(health))
+            report = asyncio.create_task(_report(health, settings))
             try:
                 yield {"services": services}
             finally:
@@ -183,7 +267,7 @@ def create_app(
             Route("/healthz", _Endpoint(handlers.healthz), methods=["GET"]),
             Route("/metrics", _Endpoint(handlers.metrics), methods=["GET"]),
             # Every method: the transport uses POST, GET and DELETE, and answers the rest.
-            Route(MCP_PATH, mcp),
+            Route(MCP_PATH, _McpRoute()),
         ],
         middleware=[
             Middleware(
@@ -208,8 +292,8 @@ def _mcp_endpoint(
     key_limits: KeyLimits,
     drain: Drain,
 ) -> McpEndpoint:
-    """The research tools over MCP: the chat loop's tools, one ledger and budgets per
-    session."""
+    """The research tools over MCP: the chat loop's tool objects, one ledger and one pair
+    of budgets per session."""
     sessions = McpSessions(
         per_key=settings.mcp.sessions_per_key,
         max_sessions=settings.mcp.max_sessions,

@@ -26,9 +26,10 @@ from fetcher.client import (
 )
 from gateway import prompts
 from gateway.addresses import allowed_hosts
-from gateway.ledger import BudgetCounter, Ledger
+from gateway.ledger import BudgetCounter, Found, Ledger
 from gateway.search_rules import ArgumentProblem
 from gateway.searxng_answer import TITLE_CHARS, one_line
+from gateway.tool_events import Read
 
 NAME = "fetch_page_content_recursive"
 #: SPEC 7 step 9: one read reads at most 6 pages, whatever the budget left.
@@ -113,15 +114,17 @@ def plan_fetch(
         together they never pass the budget; :func:`settle` returns what was not read.
 
     # Security
-    Rule 1 (SPEC 7): the allowed hosts are the hosts of this answer's sources (the
-    ledger) and of the addresses in the user's messages, never anything the model
-    wrote in its arguments. The fetcher enforces them. Proved by
-    ``tests/gateway/research/test_fetch_run.py::test_host_outside_the_answer_is_refused``.
+    Rule 1 (SPEC 7): the allowed hosts are the hosts of this answer's search results
+    (`Ledger.searched_urls`: not the pages read, nor where their redirects landed) and
+    of the addresses in the user's messages, never anything the model wrote in its
+    arguments. The fetcher enforces them. Proved by
+    ``tests/gateway/research/test_fetch_run.py::test_host_outside_the_answer_is_refused``
+    and ``tests/e2e/test_research.py::test_a_redirect_elsewhere_does_not_widen_rule_1``.
     """
     reserved = budgets.take_pages(min(PAGES_PER_READ, budgets.pages_left))
     if reserved == 0:
         return None
-    hosts = allowed_hosts((source.url for source in ledger.sources()), user_text)
+    hosts = allowed_hosts(ledger.searched_urls(), user_text)
     return FetchPlan(url=url, allowed_hosts=hosts, page_limit=reserved)
 
 
@@ -141,38 +144,16 @@ def problem_of(error: FetcherClientError) -> ReadProblem:
     return ReadProblem.FAILED
 
 
-@dataclass(frozen=True)
-class ReadEvent:
-    """The ``read`` event of one page (SPEC 4), sent as soon as the page is done."""
-
-    url: str
-    final_url: str
-    title: str
-    ok: bool
-    reason: Reason | None = None
-
-    def as_event(self) -> dict[str, Any]:
-        """The ``thor_event`` payload."""
-        return {
-            "type": "read",
-            "url": self.url,
-            "final_url": self.final_url,
-            "title": self.title,
-            "ok": self.ok,
-            "reason": None if self.reason is None else self.reason.value,
-        }
-
-
-def read_event(page: PageRead | PageFailed) -> ReadEvent:
-    """The event of a page read or failed."""
+def read_event(page: PageRead | PageFailed) -> Read:
+    """The ``read`` event of a page read or failed (SPEC 4), sent as soon as it is done."""
     if isinstance(page, PageRead):
-        return ReadEvent(
+        return Read(
             url=page.requested_url,
             final_url=page.final_url,
             title=one_line(page.title, TITLE_CHARS),
             ok=True,
         )
-    return ReadEvent(url=page.url, final_url=page.url, title="", ok=False, reason=page.reason)
+    return Read(url=page.url, final_url=page.url, title="", ok=False, reason=page.reason.value)
 
 
 def tool_text(
@@ -211,7 +192,7 @@ def tool_text(
         return prompts.FIRST_PAGE_NOT_READ.format(url=first.url, reason=DESCRIPTIONS[first.reason])
     blocks: list[str] = []
     for page in pages:
-        n = ledger.add(page.final_url, one_line(page.title, TITLE_CHARS))
+        n = ledger.add(page.final_url, one_line(page.title, TITLE_CHARS), found=Found.PAGE)
         heading = prompts.PAGE_HEADING.format(
             n=n,
             title=one_line(page.title, TITLE_CHARS) or prompts.SEARCH_NO_TITLE,

@@ -1,7 +1,7 @@
 """One fetch_page_content_recursive call, run through the fetcher's streaming RPC (SPEC 7).
 
 The doing half of the fetch tool; the decisions are in ``gateway.fetch_rules``.
-:func:`fetch_page` yields a :class:`~gateway.fetch_rules.ReadEvent` as soon as the
+:func:`fetch_page` yields a :class:`~gateway.tool_events.Read` event as soon as the
 fetcher finishes each page (so the client sees ``read`` events while the crawl runs),
 then one :class:`FetchDone` with the tool text. The fetcher being down, busy or past the
 deadline ends in a :class:`FetchDone` too, never an exception; closing the iterator
@@ -19,7 +19,6 @@ from fetcher.client import FetcherClient, FetcherClientError, PageFailed, PageRe
 from gateway import prompts
 from gateway.fetch_rules import (
     Outcome,
-    ReadEvent,
     ReadProblem,
     outcome,
     plan_fetch,
@@ -31,6 +30,7 @@ from gateway.fetch_rules import (
 )
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.search_rules import ArgumentProblem
+from gateway.tool_events import Read
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,8 @@ async def fetch_page(
     user_text: str,
     request_id: str = "",
     deadline: float | None = None,
-) -> AsyncGenerator[ReadEvent | FetchDone, None]:
-    """Run one call: one ``ReadEvent`` per page as it is done, then ``FetchDone``.
+) -> AsyncGenerator[Read | FetchDone, None]:
+    """Run one call: one ``Read`` event per page as it is done, then ``FetchDone``.
 
     Use it under ``contextlib.aclosing`` so that leaving early closes the RPC at once.
 

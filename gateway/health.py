@@ -1,6 +1,7 @@
-"""``/healthz``: whether the gateway's engines and fetcher answer, cached briefly.
+"""``/healthz``: whether the gateway's engines, SearXNG and fetcher answer, cached briefly.
 
-One check asks every engine's ``/models`` and the fetcher's health service at once, each
+One check asks every engine's ``/models``, SearXNG's ``/healthz`` and the fetcher's health
+service at once, each
 bounded by its own timeout; its answer is reused for ``health_cache`` seconds and
 concurrent callers share one check, so a storm of health probes (or a hung engine)
 costs one look-up per period. Engines are named by `EngineSettings.label` (configured
@@ -16,13 +17,21 @@ from typing import Any
 
 from gateway.models import ModelDirectory
 
+#: One part of /healthz: ``{"checked": bool, "ok": bool | None, ...}``.
+Probe = Callable[[], Awaitable[dict[str, Any]]]
 #: The fetcher's part of /healthz (``gateway.fetcher_health.FetcherHealth`` in production).
-FetcherProbe = Callable[[], Awaitable[dict[str, Any]]]
+FetcherProbe = Probe
+#: SearXNG's part of /healthz (``gateway.searxng.SearxngClient.health`` in production).
+SearxngProbe = Probe
 
 
-async def fetcher_not_checked() -> dict[str, Any]:
-    """For apps built without a fetcher probe (tests of other parts): says so plainly."""
+async def not_checked() -> dict[str, Any]:
+    """For apps built without a probe of a part (tests of other parts): says so plainly."""
     return {"checked": False, "ok": None, "detail": "not checked"}
+
+
+#: Kept for callers that name the fetcher's case.
+fetcher_not_checked = not_checked
 
 
 class Health:
@@ -32,12 +41,14 @@ class Health:
         self,
         models: ModelDirectory,
         fetcher: FetcherProbe,
+        searxng: SearxngProbe = not_checked,
         *,
         cache_seconds: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._models = models
         self._fetcher = fetcher
+        self._searxng = searxng
         self._cache_seconds = cache_seconds
         self._clock = clock
         self._lock = asyncio.Lock()
@@ -45,7 +56,8 @@ class Health:
         self._at = float("-inf")
 
     async def check(self) -> dict[str, Any]:
-        """``{"status": "ok"|"degraded", "engines": [{"engine", "ok"}], "fetcher": {...}}``."""
+        """``{"status": "ok"|"degraded", "engines": [{"engine", "ok"}], "searxng": {...},
+        "fetcher": {...}}``; degraded when any part checked does not answer."""
         if self._answer is not None and self._clock() - self._at < self._cache_seconds:
             return self._answer
         async with self._lock:
@@ -55,7 +67,18 @@ class Health:
             return self._answer
 
     async def _fresh(self) -> dict[str, Any]:
-        probes, fetcher = await asyncio.gather(self._models.probe(), self._fetcher())
+        probes, searxng, fetcher = await asyncio.gather(
+            self._models.probe(), self._searxng(), self._fetcher()
+        )
         engines = [{"engine": engine.label, "ok": ok} for engine, ok in probes]
-        healthy = all(ok for _, ok in probes) and fetcher.get("ok") is not False
-        return {"status": "ok" if healthy else "degraded", "engines": engines, "fetcher": fetcher}
+        healthy = (
+            all(ok for _, ok in probes)
+            and searxng.get("ok") is not False
+            and fetcher.get("ok") is not False
+        )
+        return {
+            "status": "ok" if healthy else "degraded",
+            "engines": engines,
+            "searxng": searxng,
+            "fetcher": fetcher,
+        }

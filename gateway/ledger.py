@@ -2,10 +2,14 @@
 
 One `Ledger` and one `BudgetCounter` live for one answer; the tools receive them in their
 `gateway.tools.ToolContext` and the loop reads them for the sources list and the trailer.
+The ledger also remembers how each source was found (`Found`): rule 1 (SPEC 7) allows the
+hosts of search results only, so a page read (or where its redirects landed) never widens
+what may be opened next.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -14,17 +18,28 @@ from gateway import prompts
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+class Found(enum.Enum):
+    """How a source came into the ledger."""
+
+    SEARCH = "search"  # a search result: its host is allowed by rule 1
+    PAGE = "page"  # a page a read reached (a start page, a link, a redirect's end)
+
+
 @dataclass(frozen=True)
 class Source:
-    """One numbered source."""
+    """One numbered source.
+
+    Attributes:
+        n: Its number, from 1.
+        url: The address as first seen.
+        title: Its title ("" when none is known yet).
+        searched: Some search of this answer returned it (rule 1 allows its host).
+    """
 
     n: int
     url: str
     title: str
-
-    def as_event(self) -> dict[str, object]:
-        """The entry of the ``sources`` event."""
-        return {"n": self.n, "url": self.url, "title": self.title}
+    searched: bool = False
 
 
 def normalise_url(url: str) -> str:
@@ -52,18 +67,22 @@ class Ledger:
     def __init__(self) -> None:
         self._by_key: dict[str, Source] = {}
 
-    def add(self, url: str, title: str = "") -> int:
+    def add(self, url: str, title: str = "", *, found: Found) -> int:
         """Number ``url`` (or return the number it already has).
 
-        A later, non-empty title fills in a source first seen without one.
+        A later, non-empty title fills in a source first seen without one; a page read
+        first and found by a search later counts as searched from then on.
         """
         key = normalise_url(url)
+        searched = found is Found.SEARCH
         known = self._by_key.get(key)
         if known is not None:
-            if not known.title and title:
-                self._by_key[key] = Source(known.n, known.url, title)
+            if (not known.title and title) or (searched and not known.searched):
+                self._by_key[key] = Source(
+                    known.n, known.url, known.title or title, known.searched or searched
+                )
             return known.n
-        source = Source(len(self._by_key) + 1, url, title)
+        source = Source(len(self._by_key) + 1, url, title, searched)
         self._by_key[key] = source
         return source.n
 
@@ -75,6 +94,19 @@ class Ledger:
     def sources(self) -> list[Source]:
         """All sources in number order."""
         return sorted(self._by_key.values(), key=lambda s: s.n)
+
+    def searched_urls(self) -> list[str]:
+        """Addresses of the sources a search returned, in number order (rule 1's hosts).
+
+        # Security
+        Rule 1 (SPEC 7): only search results (and the user's own addresses, added by the
+        caller) may be opened; a page read, a link it followed or where a redirect
+        landed is numbered for citing but is not listed here, so reading cannot widen
+        what may be read. Proved by ``tests/gateway/test_pure.py``
+        (``test_pages_read_do_not_widen_rule_1``) and, end to end,
+        ``tests/e2e/test_research.py::test_a_redirect_elsewhere_does_not_widen_rule_1``.
+        """
+        return [s.url for s in self.sources() if s.searched]
 
     def sources_message(self) -> str:
         """The sources list sent before the answer rounds."""

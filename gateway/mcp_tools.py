@@ -31,7 +31,7 @@ import logging
 import warnings
 from collections.abc import Mapping
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -48,9 +48,12 @@ from gateway.drain import Drain
 from gateway.errors import GatewayError
 from gateway.mcp_sessions import McpSession, McpSessions
 from gateway.metrics import GatewayMetrics
-from gateway.services import ChatSlots
 from gateway.tool_events import Read, Searched, ThorEvent
 from gateway.tools import Tool, ToolBox, ToolOutcome, ToolResult, failed, no_result, timed_out
+
+if TYPE_CHECKING:
+    # gateway.services holds the MCP endpoint, which holds this.
+    from gateway.services import ChatSlots
 
 log = logging.getLogger(__name__)
 

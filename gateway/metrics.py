@@ -4,7 +4,8 @@ Every label value comes from a closed set: no model text, address or user text. 
 names are those of registered tools; anything else the model invents is ``unknown``.
 Only `gateway.writer` records chat metrics (as events pass), the MCP endpoint
 (`gateway.mcp_http`, `gateway.mcp_tools`) its own and its tool calls (``interface="mcp"``),
-and the connection guard (`gateway.serving`) its own.
+the connection guard (`gateway.serving`) its own, and the web_search tool
+(`gateway.research_tools`) the SearXNG failures it meets.
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ class GatewayMetrics:
             "tigress_gateway_engine_errors_total",
             "Engine failures by kind.",
             ["kind"],
+            registry=registry,
+        )
+        self.searxng_errors = Counter(
+            "tigress_gateway_searxng_errors_total",
+            "SearXNG searches that got no usable answer, by cause (unreachable, timeout, "
+            "broken, bad_request, json_disabled, rate_limited, server_error, http_status, "
+            "content_type, not_json).",
+            ["cause"],
             registry=registry,
         )
         self.unknown_citations = Counter(

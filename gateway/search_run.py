@@ -16,9 +16,10 @@ from typing import Any, Literal
 from gateway import prompts
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.search_rules import ArgumentProblem, charge, plan, read_arguments
-from gateway.search_text import SearchedEvent, merge, searched_event, tool_text
+from gateway.search_text import merge, searched_event, tool_text
 from gateway.searxng import SearxngClient
 from gateway.searxng_answer import FailureCause, SearchFailure
+from gateway.tool_events import Searched
 
 #: A widened query shows up to this many times the configured results: the angles add as
 #: many as the query's own words, so a round of widened queries still fits a small context.
@@ -41,7 +42,7 @@ class SearchDone:
     """
 
     text: str
-    event: SearchedEvent | None
+    event: Searched | None
     outcome: Outcome
     failures: tuple[FailureCause, ...] = ()
 

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from gateway import prompts
-from gateway.ledger import Ledger, normalise_url
+from gateway.ledger import Found, Ledger, normalise_url
 from gateway.search_rules import Charge, PlannedSearch, SearchCall, quoted
 from gateway.searxng_answer import (
     Coverage,
     EngineTrouble,
-    FailureCause,
     SearchAnswer,
     SearchFailure,
     SearchHit,
 )
+from gateway.tool_events import Searched
 
 Answer = SearchAnswer | SearchFailure
 
@@ -124,7 +123,7 @@ def tool_text(
             for hit in query.hits:
                 key = normalise_url(hit.url)
                 if key in shown:
-                    repeated.append(f"[{ledger.add(hit.url, hit.title)}]")
+                    repeated.append(f"[{ledger.add(hit.url, hit.title, found=Found.SEARCH)}]")
                     continue
                 shown.add(key)
                 count += 1
@@ -163,7 +162,7 @@ def _heading(query: str, call: SearchCall) -> str:
 
 
 def _result_lines(hit: SearchHit, ledger: Ledger) -> list[str]:
-    n = ledger.add(hit.url, hit.title)
+    n = ledger.add(hit.url, hit.title, found=Found.SEARCH)
     published = (
         prompts.SEARCH_PUBLISHED.format(date=hit.published.date().isoformat())
         if hit.published is not None
@@ -187,43 +186,9 @@ def _nothing(coverage: Coverage, call: SearchCall) -> str:
     return prompts.SEARCH_EMPTY_UNKNOWN
 
 
-@dataclass(frozen=True)
-class SearchedEvent:
-    """The ``searched`` event of one call (SPEC 4).
-
-    Attributes:
-        queries: The model's queries that were searched.
-        time_range: The range searched, or None.
-        kind: The widening, or None.
-        results: Results shown to the model.
-        unresponsive_engines: Engines SearXNG named, once per name.
-        error: The cause when no search of the call got an answer (an addition to SPEC
-            4's fields, so a page can say why nothing came back); None otherwise.
-    """
-
-    queries: tuple[str, ...]
-    time_range: str | None
-    kind: str | None
-    results: int
-    unresponsive_engines: tuple[EngineTrouble, ...] = ()
-    error: FailureCause | None = None
-
-    def as_event(self) -> dict[str, Any]:
-        """The ``thor_event`` payload."""
-        return {
-            "type": "searched",
-            "queries": list(self.queries),
-            "time_range": self.time_range,
-            "kind": self.kind,
-            "results": self.results,
-            "unresponsive_engines": [[t.name, t.reason] for t in self.unresponsive_engines],
-            "error": None if self.error is None else self.error.value,
-        }
-
-
 def searched_event(
     call: SearchCall, charged: Charge, results: Sequence[QueryResults], shown: int
-) -> SearchedEvent:
+) -> Searched:
     """The event for a call that ran (a call refused for budget has none)."""
     troubles: dict[str, EngineTrouble] = {}
     for query in results:
@@ -231,11 +196,11 @@ def searched_event(
             troubles.setdefault(trouble.name, trouble)
     failures = [f for query in results for f in query.failures]
     error = failures[0].cause if failures and not any(q.answered for q in results) else None
-    return SearchedEvent(
+    return Searched(
         queries=charged.searched,
         time_range=None if call.time_range is None else call.time_range.value,
         kind=None if call.kind is None else call.kind.value,
         results=shown,
-        unresponsive_engines=tuple(troubles.values()),
-        error=error,
+        unresponsive_engines=tuple((t.name, t.reason) for t in troubles.values()),
+        error=None if error is None else error.value,
     )

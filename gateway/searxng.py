@@ -169,6 +169,10 @@ class SearxngClient:
             found = failure(FailureCause.HTTP_STATUS, origin=self.base_url, status=status)
         return SearxngHealth(ok=False, url=self.base_url, problem=found.message, cause=found.cause)
 
+    async def health(self) -> dict[str, Any]:
+        """SearXNG's part of ``/healthz``: :meth:`probe`, as JSON."""
+        return (await self.probe()).as_json()
+
     async def _get(self, path: str, params: dict[str, str]) -> tuple[int, str, bytes, str | None]:
         url = self.base_url + path
         async with self._http.stream("GET", url, params=params, headers=SEARCH_HEADERS) as response:

@@ -7,7 +7,7 @@ The page and API clients read these from the ``thor_event`` field of an empty-de
 (``thor_events`` in a ``stream: false`` body)::
 
     {"type": "searched", "queries": [...], "time_range": "week"|null, "kind": "jobs"|null,
-     "results": N, "unresponsive_engines": [[name, reason], ...]}
+     "results": N, "unresponsive_engines": [[name, reason], ...], "error": null|"<cause>"}
     {"type": "read", "url": ..., "final_url": ..., "title": ..., "ok": true|false,
      "reason": null|"<fetcher reason word>"}
     {"type": "sources", "sources": [{"n": 1, "url": ..., "title": ...}, ...]}
@@ -31,7 +31,11 @@ class Searched:
         time_range: The SearXNG range used (``day``, ``week``, ``month``, ``year``) or None.
         kind: The widening asked for (``jobs``, ``people``) or None.
         results: Results after merging and deduplication.
-        unresponsive_engines: SearXNG's ``[name, reason]`` pairs, as it sent them.
+        unresponsive_engines: SearXNG's ``[name, reason]`` pairs, once per engine name.
+        error: Why nothing came back when no search of the call got an answer from
+            SearXNG (a `gateway.searxng_answer.FailureCause` word such as
+            ``unreachable`` or ``rate_limited``), else None. An addition to SPEC 4's
+            fields, so a page can say why a search found nothing.
     """
 
     queries: tuple[str, ...]
@@ -39,6 +43,7 @@ class Searched:
     kind: str | None = None
     results: int = 0
     unresponsive_engines: tuple[tuple[str, str], ...] = ()
+    error: str | None = None
 
     def payload(self) -> dict[str, Any]:
         """The ``thor_event`` object."""
@@ -49,6 +54,7 @@ class Searched:
             "kind": self.kind,
             "results": self.results,
             "unresponsive_engines": [list(pair) for pair in self.unresponsive_engines],
+            "error": self.error,
         }
 
 

@@ -12,7 +12,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.app import FetcherProbe, create_app, fetcher_not_checked
+from gateway.app import FetcherProbe, SearxngProbe, create_app, not_checked
+from gateway.ledger import Found
 from gateway.loop import FilterFactory, default_filter
 from gateway.metrics import GatewayMetrics
 from gateway.serving import uvicorn_config
@@ -101,7 +102,9 @@ class FakeSearch:
                 yield ToolResult("The search budget is spent.", outcome=ToolOutcome.REFUSED)
                 return
             slug = "-".join(query.split())
-            n = context.ledger.add(f"https://example.org/{slug}", f"About {query}")
+            n = context.ledger.add(
+                f"https://example.org/{slug}", f"About {query}", found=Found.SEARCH
+            )
             yield Searched(queries=(query,), results=1)
             yield ToolResult(f"[{n}] About {query} — https://example.org/{slug}")
         finally:
@@ -168,7 +171,8 @@ def gateway_at(engine: FakeEngine) -> GatewayFactory:
         settings: Settings | None = None,
         registry: CollectorRegistry | None = None,
         filters: FilterFactory | None = None,
-        fetcher_probe: FetcherProbe = fetcher_not_checked,
+        fetcher_probe: FetcherProbe = not_checked,
+        searxng_probe: SearxngProbe = not_checked,
     ) -> AsyncIterator[str]:
         settings = settings or make_settings(engine)
         metrics = GatewayMetrics(registry if registry is not None else CollectorRegistry())
@@ -178,6 +182,7 @@ def gateway_at(engine: FakeEngine) -> GatewayFactory:
             metrics=metrics,
             filter_factory=filters or default_filter,
             fetcher_probe=fetcher_probe,
+            searxng_probe=searxng_probe,
         )
         config = uvicorn_config(app, settings, metrics, log_level="warning")
         async with serve(app, config) as url:

@@ -244,7 +244,7 @@ async def test_metrics_is_a_route_without_redirect(
         for name, f in families.items()
         if name.startswith("tigress_gateway_") and not name.endswith("_created")
     }
-    assert len(ours) == 13  # 9 of the chat API, 4 of the MCP endpoint
+    assert len(ours) == 14  # 10 of the chat API, 4 of the MCP endpoint
     for family in ours.values():
         if family.type == "counter":
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples)

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from fetcher.client import FetcherClient
 from fetcher.metrics import Metrics
 from fetcher.report import Report
 from fetcher.server import FetcherServer
@@ -48,26 +49,20 @@ async def fetcher_target(sock_dir: Path) -> AsyncIterator[str]:
 
 
 async def test_running_fetcher_is_reported_healthy(fetcher_target: str) -> None:
-    probe = FetcherHealth([fetcher_target])
-    try:
-        assert await probe() == {
+    async with FetcherClient(fetcher_target) as client:
+        assert await FetcherHealth([client])() == {
             "checked": True,
             "ok": True,
             "targets": [{"target": fetcher_target, "ok": True}],
         }
-    finally:
-        await probe.aclose()
 
 
 async def test_missing_fetcher_is_reported_down_without_raising(
     fetcher_target: str, sock_dir: Path
 ) -> None:
     missing = f"unix:{sock_dir / 'nobody.sock'}"
-    probe = FetcherHealth([fetcher_target, missing], deadline=0.5)
-    try:
-        answer = await probe()
-    finally:
-        await probe.aclose()
+    async with FetcherClient(fetcher_target) as up, FetcherClient(missing) as down:
+        answer = await FetcherHealth([up, down], deadline=0.5)()
     assert answer["ok"] is False
     assert answer["targets"] == [
         {"target": fetcher_target, "ok": True},
@@ -82,16 +77,19 @@ async def test_healthz_reports_the_fetcher(
     fetcher_target: str,
     sock_dir: Path,
 ) -> None:
-    probe = FetcherHealth([fetcher_target])
-    async with gateway_at(fetcher_probe=probe) as url:
+    async with (
+        FetcherClient(fetcher_target) as client,
+        gateway_at(fetcher_probe=FetcherHealth([client])) as url,
+    ):
         body = (await http.get(f"{url}/healthz")).json()
-    await probe.aclose()
     assert body["fetcher"]["ok"] is True
     assert body["status"] == "ok"
-    down = FetcherHealth([f"unix:{sock_dir / 'nobody.sock'}"], deadline=0.5)
-    async with gateway_at(fetcher_probe=down) as url:
+    missing = f"unix:{sock_dir / 'nobody.sock'}"
+    async with (
+        FetcherClient(missing) as client,
+        gateway_at(fetcher_probe=FetcherHealth([client], deadline=0.5)) as url,
+    ):
         response = await http.get(f"{url}/healthz")
-    await down.aclose()
     assert response.status_code == 200
     assert response.json()["fetcher"]["ok"] is False
     assert response.json()["status"] == "degraded"

@@ -105,6 +105,7 @@ async def test_round_one_required_then_auto_and_answer(
             "kind": None,
             "results": 1,
             "unresponsive_engines": [],
+            "error": None,
         },
         {
             "type": "sources",

@@ -61,6 +61,7 @@ async def test_async_streaming_with_web_reads_events_from_extra_fields(
             "kind": None,
             "results": 1,
             "unresponsive_engines": [],
+            "error": None,
         },
         {
             "type": "sources",

@@ -11,7 +11,7 @@ from gateway import prompts, sse
 from gateway.auth import KeyChecker
 from gateway.engine import error_from_payload
 from gateway.errors import AuthError, BodyTooLargeError, EngineStatusError, RequestError
-from gateway.ledger import BudgetCounter, Ledger, normalise_url
+from gateway.ledger import BudgetCounter, Found, Ledger, normalise_url
 from gateway.messages import parse_message, user_text
 from gateway.request import parse_chat_request
 
@@ -83,10 +83,27 @@ def test_proxy_turns_the_old_error_field_into_a_data_event() -> None:
 
 def test_sources_keep_their_first_number() -> None:
     ledger = Ledger()
-    assert ledger.add("https://A.example:443/x#frag", "A") == 1
-    assert ledger.add("https://b.example/", "B") == 2
-    assert ledger.add("https://a.example/x", "") == 1
+    assert ledger.add("https://A.example:443/x#frag", "A", found=Found.SEARCH) == 1
+    assert ledger.add("https://b.example/", "B", found=Found.PAGE) == 2
+    assert ledger.add("https://a.example/x", "", found=Found.PAGE) == 1
     assert [s.n for s in ledger.sources()] == [1, 2]
+
+
+def test_pages_read_do_not_widen_rule_1() -> None:
+    ledger = Ledger()
+    ledger.add("https://result.example/a", "Result", found=Found.SEARCH)
+    ledger.add("https://landed.example/b", "Where a redirect landed", found=Found.PAGE)
+    ledger.add("https://result.example/c", "A link read on the result's site", found=Found.PAGE)
+    assert ledger.searched_urls() == ["https://result.example/a"]
+
+
+def test_a_page_later_found_by_a_search_counts_as_searched() -> None:
+    ledger = Ledger()
+    assert ledger.add("https://x.example/", "", found=Found.PAGE) == 1
+    assert ledger.searched_urls() == []
+    assert ledger.add("https://X.example/", "X", found=Found.SEARCH) == 1
+    assert ledger.searched_urls() == ["https://x.example/"]
+    assert ledger.sources()[0].title == "X"
 
 
 @pytest.mark.parametrize(
@@ -111,7 +128,7 @@ def test_path_case_and_other_ports_stay_different() -> None:
 
 def test_sources_message_lists_numbers() -> None:
     ledger = Ledger()
-    ledger.add("https://a.example/", "Alpha")
+    ledger.add("https://a.example/", "Alpha", found=Found.SEARCH)
     text = ledger.sources_message()
     assert text.startswith("Sources found, with the numbers to cite")
     assert "[1] Alpha — https://a.example/" in text

@@ -11,9 +11,10 @@ from typing import Any
 from fetcher.client import FetcherClient
 from fetcher.policy import Policy
 from gateway import prompts
-from gateway.fetch_rules import ReadEvent, ReadProblem
+from gateway.fetch_rules import ReadProblem
 from gateway.fetch_run import FetchDone, fetch_page
-from gateway.ledger import BudgetCounter, Ledger
+from gateway.ledger import BudgetCounter, Found, Ledger
+from gateway.tool_events import Read
 from tests.support.fetcher_service import FetcherService, running_fetcher, socket_folder
 from tests.support.origin import Origin, Reply, Request, html
 
@@ -48,9 +49,9 @@ async def run(
     budgets: BudgetCounter,
     user_text: str = "",
     deadline: float | None = None,
-    on_event: Callable[[ReadEvent], None] | None = None,
-) -> tuple[list[ReadEvent], FetchDone]:
-    events: list[ReadEvent] = []
+    on_event: Callable[[Read], None] | None = None,
+) -> tuple[list[Read], FetchDone]:
+    events: list[Read] = []
     done: FetchDone | None = None
     stream = fetch_page(
         {"url": url},
@@ -63,7 +64,7 @@ async def run(
     )
     async with contextlib.aclosing(stream):
         async for item in stream:
-            if isinstance(item, ReadEvent):
+            if isinstance(item, Read):
                 events.append(item)
                 if on_event is not None:
                     on_event(item)
@@ -87,7 +88,7 @@ async def test_a_page_from_the_search_results_is_read_numbered_and_labelled(
 ) -> None:
     small_site(origin)
     ledger = Ledger()
-    assert ledger.add(origin.url("/"), "Start (search result)") == 1
+    assert ledger.add(origin.url("/"), "Start (search result)", found=Found.SEARCH) == 1
     budgets = BudgetCounter(searches=16, pages=12)
     events, done = await run(fetcher_client, origin.url("/"), ledger=ledger, budgets=budgets)
     assert done.outcome == "ok"
@@ -115,7 +116,7 @@ async def test_read_events_arrive_while_the_crawl_is_still_running(
     # were sent at the end of the crawl, B would never be read.
     origin.routes["/b"] = gated(gate, page("Page B"))
     ledger = Ledger()
-    ledger.add(origin.url("/"))
+    ledger.add(origin.url("/"), found=Found.SEARCH)
     events, done = await run(
         fetcher_client,
         origin.url("/"),
@@ -133,7 +134,7 @@ async def test_host_outside_the_answer_is_refused(
 ) -> None:
     small_site(origin)
     ledger = Ledger()
-    ledger.add("https://somewhere-else.example/found")
+    ledger.add("https://somewhere-else.example/found", found=Found.SEARCH)
     budgets = BudgetCounter(searches=16, pages=12)
     events, done = await run(fetcher_client, origin.url("/"), ledger=ledger, budgets=budgets)
     assert [(e.ok, e.reason) for e in events] == [(False, "not_in_answer")]
@@ -169,7 +170,7 @@ async def test_a_page_that_fails_is_one_line_with_its_reason(
     origin.routes["/"] = page("Start", "/missing", "/a")
     origin.routes["/a"] = page("Page A")
     ledger = Ledger()
-    ledger.add(origin.url("/"))
+    ledger.add(origin.url("/"), found=Found.SEARCH)
     events, done = await run(
         fetcher_client, origin.url("/"), ledger=ledger, budgets=BudgetCounter(16, 12)
     )
@@ -186,7 +187,7 @@ async def test_a_host_that_is_not_public_is_refused_even_when_allowed(
 ) -> None:
     address = f"https://private.test:{origin.port}/"
     ledger = Ledger()
-    ledger.add(address)
+    ledger.add(address, found=Found.SEARCH)
     _, done = await run(fetcher_client, address, ledger=ledger, budgets=BudgetCounter(16, 12))
     assert done.outcome == "refused"
     assert done.text == prompts.FIRST_PAGE_NOT_READ.format(
@@ -199,7 +200,7 @@ async def test_the_page_budget_limits_the_crawl_and_then_refuses(
 ) -> None:
     small_site(origin)
     ledger = Ledger()
-    ledger.add(origin.url("/"))
+    ledger.add(origin.url("/"), found=Found.SEARCH)
     budgets = BudgetCounter(searches=16, pages=2)
     events, done = await run(fetcher_client, origin.url("/"), ledger=ledger, budgets=budgets)
     assert done.pages_read == 2
@@ -215,7 +216,7 @@ async def test_a_missing_socket_is_a_clear_result_at_once() -> None:
         async with FetcherClient(f"unix:{folder / 'absent.sock'}", timeout=5) as client:
             budgets = BudgetCounter(16, 12)
             ledger = Ledger()
-            ledger.add("https://a.example/")
+            ledger.add("https://a.example/", found=Found.SEARCH)
             events, done = await run(client, "https://a.example/", ledger=ledger, budgets=budgets)
     assert events == []
     assert done.problem is ReadProblem.UNAVAILABLE
@@ -229,7 +230,7 @@ async def test_the_fetcher_killed_mid_read_is_a_clear_result(
 ) -> None:
     origin.routes["/"] = gated(asyncio.Event(), page("Never"))
     ledger = Ledger()
-    ledger.add(origin.url("/"))
+    ledger.add(origin.url("/"), found=Found.SEARCH)
     budgets = BudgetCounter(16, 12)
     task = asyncio.create_task(run(fetcher_client, origin.url("/"), ledger=ledger, budgets=budgets))
     await eventually(lambda: len(origin.requests) == 1)
@@ -247,7 +248,7 @@ async def test_a_read_past_its_deadline_ends_with_a_clear_result(
 ) -> None:
     origin.routes["/"] = gated(asyncio.Event(), page("Never"))
     ledger = Ledger()
-    ledger.add(origin.url("/"))
+    ledger.add(origin.url("/"), found=Found.SEARCH)
     _, done = await run(
         fetcher_client, origin.url("/"), ledger=ledger, budgets=BudgetCounter(16, 12), deadline=0.5
     )
@@ -265,7 +266,7 @@ async def test_a_call_past_its_own_deadline_ends_with_the_timeout_line(
 ) -> None:
     origin.routes["/"] = page("Start")
     ledger = Ledger()
-    ledger.add(origin.url("/"))
+    ledger.add(origin.url("/"), found=Found.SEARCH)
     budgets = BudgetCounter(16, 12)
     # Shorter than the fetcher's margin: it answers DEADLINE_EXCEEDED without reading.
     _, done = await run(
@@ -283,7 +284,7 @@ async def test_a_busy_fetcher_is_a_clear_result(
     gate = asyncio.Event()
     origin.routes["/"] = gated(gate, page("Start"))
     ledger = Ledger()
-    ledger.add(origin.url("/"))
+    ledger.add(origin.url("/"), found=Found.SEARCH)
     with socket_folder() as folder:
         async with (
             running_fetcher(
@@ -311,7 +312,7 @@ async def test_leaving_early_cancels_the_read_on_the_fetcher(
     origin.routes["/"] = page("Start", "/slow")
     origin.routes["/slow"] = gated(asyncio.Event(), page("Slow"))
     ledger = Ledger()
-    ledger.add(origin.url("/"))
+    ledger.add(origin.url("/"), found=Found.SEARCH)
     budgets = BudgetCounter(16, 12)
     stream = fetch_page(
         {"url": origin.url("/")},
@@ -322,7 +323,7 @@ async def test_leaving_early_cancels_the_read_on_the_fetcher(
     )
     async with contextlib.aclosing(stream):
         first = await anext(stream)
-        assert isinstance(first, ReadEvent)
+        assert isinstance(first, Read)
         assert first.title == "Start"
     await eventually(
         lambda: (

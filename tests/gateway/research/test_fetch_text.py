@@ -24,7 +24,7 @@ from gateway.fetch_rules import (
     settle,
     tool_text,
 )
-from gateway.ledger import BudgetCounter, Ledger
+from gateway.ledger import BudgetCounter, Found, Ledger
 from gateway.search_rules import ArgumentProblem
 
 #: SPEC 7's schema (``shared/SPEC.md``), copied.
@@ -102,7 +102,7 @@ def test_the_url_argument(arguments: dict[str, object], expected: object) -> Non
 
 def test_the_plan_allows_the_ledgers_hosts_and_the_users_and_reserves_pages() -> None:
     ledger = Ledger()
-    ledger.add("https://found.example/a", "A")
+    ledger.add("https://found.example/a", "A", found=Found.SEARCH)
     budgets = BudgetCounter(searches=16, pages=12)
     plan = plan_fetch(
         "https://found.example/a",
@@ -151,7 +151,7 @@ def test_reads_at_the_same_time_never_pass_the_budget_together() -> None:
 
 def test_each_page_is_numbered_labelled_untrusted_and_shown_with_its_text() -> None:
     ledger = Ledger()
-    ledger.add("https://a.example/", "From the search")
+    ledger.add("https://a.example/", "From the search", found=Found.SEARCH)
     text = tool_text(
         "https://a.example/",
         [
@@ -280,7 +280,7 @@ def test_the_outcome_label(
 
 def test_read_events_have_spec_4s_fields() -> None:
     read = read_event(page("https://a.example/", title="Start", final="https://a.example/home"))
-    assert read.as_event() == {
+    assert read.payload() == {
         "type": "read",
         "url": "https://a.example/",
         "final_url": "https://a.example/home",
@@ -289,7 +289,7 @@ def test_read_events_have_spec_4s_fields() -> None:
         "reason": None,
     }
     refused = read_event(failed("https://b.example/", Reason.NOT_IN_ANSWER))
-    assert refused.as_event() == {
+    assert refused.payload() == {
         "type": "read",
         "url": "https://b.example/",
         "final_url": "https://b.example/",

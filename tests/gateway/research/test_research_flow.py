@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 
 from fetcher.client import FetcherClient
-from gateway.fetch_rules import ReadEvent
 from gateway.fetch_run import FetchDone, fetch_page
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.search_run import web_search
 from gateway.searxng import SearxngClient
+from gateway.tool_events import Read
 from tests.support.origin import Origin, html
 from tests.support.searxng import SearxngStandIn, pointed_at, recorded
 
@@ -19,8 +19,8 @@ HOSTS = {"example.org": "origin.test", "example.com": "www.origin.test"}
 
 async def read(
     client: FetcherClient, url: str, ledger: Ledger, budgets: BudgetCounter, user_text: str = ""
-) -> tuple[list[ReadEvent], FetchDone]:
-    events: list[ReadEvent] = []
+) -> tuple[list[Read], FetchDone]:
+    events: list[Read] = []
     stream = fetch_page(
         {"url": url}, client=client, ledger=ledger, budgets=budgets, user_text=user_text
     )

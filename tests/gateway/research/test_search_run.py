@@ -43,8 +43,8 @@ async def test_one_query_is_searched_numbered_and_evented(
     assert len(ledger.sources()) == 6
     assert budgets.searches_used == 1
     assert done.event is not None
-    assert done.event.as_event()["results"] == 6
-    assert done.event.as_event()["queries"] == ["kettle"]
+    assert done.event.payload()["results"] == 6
+    assert done.event.payload()["queries"] == ["kettle"]
 
 
 async def test_sub_queries_are_searched_at_the_same_time_and_each_costs_one_search(
@@ -88,7 +88,7 @@ async def test_kind_widens_with_free_angles_the_query_first(
     assert "https://wiki.example.org/wiki/Limescale" in urls[6:]
     assert len(urls) == len(set(urls))
     assert done.event is not None
-    assert done.event.as_event()["kind"] == "jobs"
+    assert done.event.payload()["kind"] == "jobs"
 
 
 def _urls(file: str) -> list[str]:
@@ -152,7 +152,7 @@ async def test_searxng_down_is_a_clear_result_and_counted(searxng_http: httpx.As
     assert done.failures == (FailureCause.UNREACHABLE, FailureCause.UNREACHABLE)
     assert "TIGRESS_SEARXNG_URL" in done.text
     assert done.event is not None
-    assert done.event.as_event()["error"] == "unreachable"
+    assert done.event.payload()["error"] == "unreachable"
 
 
 async def test_json_not_enabled_is_a_clear_result(

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gateway import prompts
-from gateway.ledger import Ledger
+from gateway.ledger import Found, Ledger
 from gateway.search_rules import Charge, PlannedSearch, SearchCall, TimeRange, read_arguments
 from gateway.search_text import QueryResults, merge, searched_event, tool_text
 from gateway.searxng_answer import (
@@ -80,7 +80,7 @@ def test_results_are_numbered_with_title_address_date_and_snippet() -> None:
 
 def test_every_result_shown_is_in_the_ledger_and_keeps_a_number_it_had() -> None:
     ledger = Ledger()
-    assert ledger.add("https://forum.example.com/t/12345", "") == 1
+    assert ledger.add("https://forum.example.com/t/12345", "", found=Found.SEARCH) == 1
     text = text_of(
         call_of(query="kettle"), single("kettle", answer("search_normal.json")), ledger=ledger
     )
@@ -283,7 +283,7 @@ def test_the_searched_event_has_spec_4s_fields() -> None:
     ]
     charged = Charge(searched=("kettle", "descale"), skipped=())
     event = searched_event(call, charged, results, shown=6)
-    assert event.as_event() == {
+    assert event.payload() == {
         "type": "searched",
         "queries": ["kettle", "descale"],
         "time_range": "week",
@@ -304,8 +304,8 @@ def test_the_searched_event_names_the_cause_when_no_search_got_an_answer() -> No
     failed = failure(FailureCause.JSON_DISABLED, origin=ORIGIN, status=403)
     call = call_of(query="kettle")
     event = searched_event(call, Charge(("kettle",), ()), [single("kettle", failed)], shown=0)
-    assert event.as_event()["error"] == "json_disabled"
-    assert event.as_event()["results"] == 0
+    assert event.payload()["error"] == "json_disabled"
+    assert event.payload()["results"] == 0
 
 
 def test_shown_counts_each_result_once() -> None:

@@ -1,0 +1,148 @@
+"""End to end: every part real except the model and the search engine.
+
+- the SearXNG stand-in (``tests/support/searxng.py``) serving the recorded answers, their
+  result addresses rewritten to the local HTTPS origin;
+- the fetcher's real gRPC service on a Unix socket (``tests/support/fetcher_service.py``)
+  reading that origin through the explicit test Policy;
+- the real gateway (``gateway.app.create_app`` with no tool or probe injected: the
+  production composition) on uvicorn;
+- the scripted fake engine over HTTP (``tests/gateway/fake_engine.py``).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from fetcher.download import Limits as DownloadLimits
+from fetcher.policy import Policy
+from gateway.app import create_app
+from gateway.metrics import GatewayMetrics
+from gateway.serving import uvicorn_config
+from gateway.settings import EngineSettings, Settings, Timeouts
+from tests.gateway.fake_engine import FakeEngine
+from tests.gateway.servers import serve
+from tests.support.fetcher_service import FetcherService, running_fetcher, socket_folder
+from tests.support.origin import Origin
+from tests.support.searxng import SearxngStandIn, pointed_at, recorded, running_searxng
+
+KEY = "e2e-key-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+#: Recorded result hosts → names the origin's certificate holds (others: the first).
+HOSTS = {"example.org": "origin.test", "example.com": "www.origin.test"}
+#: Keep-alive comments come quickly, so a test can wait for one without waiting long.
+E2E_TIMEOUTS = Timeouts(engine_connect=2.0, engine_read=20.0, tool=20.0, keepalive=0.1, searxng=5.0)
+
+
+@dataclass
+class Gateway:
+    """A running gateway and its metrics."""
+
+    url: str
+    metrics: GatewayMetrics
+
+    @property
+    def api(self) -> str:
+        """The OpenAI base URL."""
+        return f"{self.url}/v1"
+
+    def metric(self, family: str, labels: dict[str, str] | None = None) -> float:
+        """One sample of the gateway's metrics (0 when absent)."""
+        from prometheus_client import generate_latest
+
+        text = generate_latest(self.metrics.registry).decode()
+        for found in text_string_to_metric_families(text):
+            if found.name == family:
+                for sample in found.samples:
+                    if sample.name.endswith("_total") and sample.labels == (labels or {}):
+                        return sample.value
+        return 0.0
+
+
+@dataclass
+class World:
+    """Every real part, for one test."""
+
+    origin: Origin
+    searxng: SearxngStandIn
+    fetcher: FetcherService
+    engine: FakeEngine
+
+    def settings(self, **changes: Any) -> Settings:
+        """Gateway settings pointing at these parts."""
+        settings = Settings(
+            engines=(EngineSettings(self.engine.url),),
+            api_keys=(KEY,),
+            timeouts=E2E_TIMEOUTS,
+            searxng_url=self.searxng.url,
+            fetcher=(self.fetcher.target,),
+        )
+        return replace(settings, **changes)
+
+    def results_on_origin(self, file: str = "search_normal.json") -> None:
+        """Every search answers ``file`` with its results on the local origin."""
+        self.searxng.default = pointed_at(recorded(file), HOSTS, self.origin.port)
+
+    def url(self, path: str, host: str = "origin.test") -> str:
+        """An address on the origin."""
+        return self.origin.url(path, host=host)
+
+
+@pytest.fixture
+async def world(
+    origin: Origin, test_policy: Policy, client_ssl_context: ssl.SSLContext
+) -> AsyncIterator[World]:
+    """SearXNG stand-in, fetcher service, origin and fake engine, running."""
+    with socket_folder() as folder:
+        async with (
+            running_searxng() as searxng,
+            running_fetcher(
+                folder,
+                policy=test_policy,
+                ssl_context=client_ssl_context,
+                limits=DownloadLimits(page_timeout=10.0, max_bytes=64 * 1024),
+            ) as fetcher,
+            FakeEngine() as engine,
+        ):
+            yield World(origin, searxng, fetcher, engine)
+
+
+GatewayFactory = Callable[..., AbstractAsyncContextManager[Gateway]]
+
+
+@pytest.fixture
+def gateway_for(world: World) -> GatewayFactory:
+    """``async with gateway_for(**setting_changes) as gw``: the real gateway on uvicorn."""
+
+    @asynccontextmanager
+    async def start(**changes: Any) -> AsyncIterator[Gateway]:
+        settings = world.settings(**changes)
+        metrics = GatewayMetrics(CollectorRegistry())
+        app = create_app(settings, metrics=metrics)
+        config = uvicorn_config(app, settings, metrics, log_level="warning")
+        async with serve(app, config) as url:
+            yield Gateway(url, metrics)
+
+    return start
+
+
+@pytest.fixture
+async def gateway(gateway_for: GatewayFactory) -> AsyncIterator[Gateway]:
+    """The gateway with the default e2e settings."""
+    async with gateway_for() as running:
+        yield running
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    """A plain HTTP client for the tests."""
+    async with httpx.AsyncClient(timeout=30, trust_env=False) as client:
+        yield client
