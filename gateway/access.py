@@ -118,7 +118,7 @@ class Access:
     its position is ``scope["state"]["key"]``. ``/healthz`` and ``/metrics`` need no key.
     Proved by ``test_api_routes_need_the_key`` and ``test_unknown_api_routes_need_the_key``
     in ``tests/gateway/test_app.py``, and ``test_a_wrong_or_missing_key_is_refused`` in
-    ``tests/gateway/mcp/test_mcp_http.py``.
+    ``tests/e2e/test_mcp.py``.
     """
 
     def __init__(

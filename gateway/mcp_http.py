@@ -99,8 +99,8 @@ class McpOriginGuard:
     Threat: a web page driving the research tools of a gateway it can reach (DNS
     rebinding to loopback; cross-site requests on a LAN). Callers may rely on every
     request reaching ``/mcp`` having no ``Origin`` or an allowed one. Proved by
-    ``tests/gateway/mcp/test_mcp_http.py::test_a_foreign_origin_is_refused`` and
-    ``test_origin.py``.
+    ``tests/e2e/test_mcp.py::test_a_foreign_origin_is_refused`` and
+    ``tests/gateway/mcp/test_origin.py``.
     """
 
     def __init__(self, app: ASGIApp, *, policy: OriginPolicy, metrics: GatewayMetrics) -> None:

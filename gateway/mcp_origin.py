@@ -96,7 +96,7 @@ class OriginPolicy:
         (scheme and host case, default port); ``null``, malformed values and look-alikes
         (another port, scheme or subdomain) are ``REFUSED``; an absent header is
         ``ABSENT`` (not a browser page). Proved by ``tests/gateway/mcp/test_origin.py``
-        and, end to end, ``test_mcp_http.py::test_a_foreign_origin_is_refused``.
+        and, end to end, ``tests/e2e/test_mcp.py::test_a_foreign_origin_is_refused``.
         """
         if origin is None:
             return OriginVerdict.ABSENT

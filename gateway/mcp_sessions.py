@@ -120,7 +120,7 @@ class McpSessions:
         of memory, or to get fresh budgets without end. Callers may rely on the limits
         holding also for openings in progress at the same time (reserved places count).
         Proved by ``tests/gateway/mcp/test_sessions.py`` and, over HTTP,
-        ``test_mcp_http.py::test_a_key_has_at_most_its_sessions``.
+        ``tests/e2e/test_mcp.py::test_a_key_has_at_most_its_sessions``.
         """
         if len(self._sessions) + len(self._pending) >= self._max:
             return Refusal.FULL
@@ -136,7 +136,20 @@ class McpSessions:
             self._pending.remove(ticket)
 
     def open(self, ticket: Ticket, session_id: str) -> McpSession:
-        """File the session the SDK opened on ``ticket``'s place."""
+        """File the session the SDK opened on ``ticket``'s place.
+
+        # Security
+        Rule 1 (SPEC 7) over MCP: the session's context carries no user text, so a read
+        may open only hosts of the session's own search results; each session has its
+        own ledger, so one session's results never allow anything to another.
+        Threat: a page (or a tool description, or another client) talking the agent into
+        reading an address no search of this session returned (an internal service, a
+        tracking URL), or one client widening another's allowed hosts.
+        Callers may rely on a fresh ledger, fresh budgets and empty user text per
+        session. Proved by ``tests/e2e/test_mcp.py``
+        (``test_a_host_outside_the_sessions_results_is_refused_not_in_answer``,
+        ``test_two_sessions_share_neither_ledger_nor_budgets``).
+        """
         self.release(ticket)
         budgets = BudgetCounter(self._budgets.searches, self._budgets.pages)
         session = McpSession(
@@ -158,7 +171,7 @@ class McpSessions:
         that session's budgets or read with its allowed hosts.
         Callers may rely on None for unknown, expired and foreign sessions alike.
         Proved by ``tests/gateway/mcp/test_sessions.py`` and
-        ``test_mcp_http.py::test_a_session_is_refused_with_another_key``.
+        ``tests/e2e/test_mcp.py::test_a_session_is_refused_with_another_key``.
         """
         session = self._sessions.get(session_id)
         if session is None or session.key != key:

@@ -255,8 +255,7 @@ FETCH_URL_TOO_LONG = "The address is longer than {most} bytes. Nothing was read.
 #: keeps SPEC 7's FETCH_DESCRIPTION; the parameters are the same.)
 FETCH_DESCRIPTION_MCP = (
     "Read a web page as plain text, following the page's own links up to two hops. Only an "
-    "https address from this session's web_search results (or a page read from them) can be "
-    "opened: call web_search first."
+    "https address from this session's web_search results can be opened: search first."
 )
 #: The server's instructions at initialize (read by the client's model or its user).
 MCP_INSTRUCTIONS = (
