@@ -12,8 +12,9 @@ session's `gateway.tools.ToolContext` (`gateway.mcp_sessions`). Over MCP:
   required arguments, a repeat of a call already run in the session is not run again),
   holds one of the key's concurrent chats and one of the gateway's chat slots while it
   runs, is bounded by the ``tool`` timeout, and answers with the tool's text and the
-  budget trailer (SPEC 5). A result that is not ``ok`` has ``isError`` set; the text
-  says why, as it does for the chat loop's model.
+  budget trailer (SPEC 5). A call that failed (the tool, its timeout, its arguments, the
+  limits) has ``isError`` set; a refusal by a rule or a budget, and a repeat, are plain
+  answers (`ANSWERED`); either way the text says why, as it does for the chat loop.
 - Each tool event (``searched``, ``read``) goes to the client while the call runs: as a
   ``notifications/progress`` when the call asked for progress (a progress token), and as
   a ``notifications/message`` log entry at level ``info`` whose data is the event's
@@ -67,6 +68,11 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 EVENT_LOG_LEVEL: types.LoggingLevel = "info"
 #: The ``logger`` name of tool-event log entries.
 EVENT_LOGGER = "tigress.events"
+#: Outcomes whose text is an answer for the model, not a failure: a rule or a budget said
+#: no, or the call repeats one already run. Their results are not ``isError`` (clients
+#: such as Open WebUI turn an error result into an exception, and the model would read an
+#: exception's text instead of the words written for it).
+ANSWERED = frozenset({ToolOutcome.OK.value, ToolOutcome.REFUSED.value, CallVerdict.DUPLICATE.value})
 #: Outcome labels of calls that ended without a tool result of their own.
 LIMITED = "limited"
 CANCELLED = "cancelled"
@@ -221,7 +227,7 @@ class McpTools:
         self._metrics.tool_calls.labels("mcp", name, outcome).inc()
         full = f"{text.rstrip()}\n{session.context.budgets.trailer()}"
         return types.CallToolResult(
-            content=[types.TextContent(text=full)], is_error=outcome != ToolOutcome.OK.value
+            content=[types.TextContent(text=full)], is_error=outcome not in ANSWERED
         )
 
     async def _run_cancellable(

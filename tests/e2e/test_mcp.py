@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from fetcher.client import DESCRIPTIONS, Reason
 from gateway import prompts, search_rules
@@ -157,9 +158,10 @@ async def test_a_host_outside_the_sessions_results_is_refused_not_in_answer(
         reason = DESCRIPTIONS[Reason.NOT_IN_ANSWER]
         return prompts.FIRST_PAGE_NOT_READ.format(url=url, reason=reason)
 
-    assert before.is_error
+    # A refusal is an answer for the model, not a failed call.
+    assert not before.is_error
     assert text_of(before) == f"{refusal(other)}\n{TRAILER_START}"
-    assert after.is_error
+    assert not after.is_error
     assert text_of(after) == f"{refusal(elsewhere)}\nSearches used 1 of 16; pages read 0 of 12"
     reads = [e for e in notes.events() if e["type"] == "read"]
     assert [(e["ok"], e["reason"]) for e in reads] == [(False, "not_in_answer")] * 2
@@ -181,12 +183,12 @@ async def test_a_sessions_budgets_run_out(world: World, gateway_for: GatewayFact
         unread = await client.call_tool(FETCH, {"url": world.url("/kettle/other")})
 
     assert not first.is_error
-    assert second.is_error
+    assert not second.is_error
     assert text_of(second) == (
         f"{prompts.SEARCH_BUDGET_SPENT.format(limit=1)}\nSearches used 1 of 1; pages read 0 of 1"
     )
     assert not read.is_error
-    assert unread.is_error
+    assert not unread.is_error
     assert text_of(unread) == (
         f"{prompts.PAGE_BUDGET_SPENT.format(limit=1)}\nSearches used 1 of 1; pages read 1 of 1"
     )
@@ -205,7 +207,7 @@ async def test_two_sessions_share_neither_ledger_nor_budgets(
         read = await first.call_tool(FETCH, {"url": start})
 
     assert text_of(refused).endswith(f"\n{TRAILER_START}")
-    assert refused.is_error
+    assert "not in this answer's search results" in text_of(refused)
     # Its own search numbers from 1 and spends its own budget.
     assert f"[1] Kettle descaling guide — {start}" in text_of(own)
     assert text_of(own).endswith("\nSearches used 1 of 16; pages read 0 of 12")
@@ -219,7 +221,7 @@ async def test_a_repeated_call_is_not_run_again_in_the_session(
     async with connect(gateway.url) as client:
         await client.call_tool(SEARCH, {"query": "kettle descale"})
         again = await client.call_tool(SEARCH, {"query": "  Kettle   DESCALE "})
-    assert again.is_error
+    assert not again.is_error
     assert text_of(again) == (
         f"{prompts.DUPLICATE_CALL}\nSearches used 1 of 16; pages read 0 of 12"
     )
@@ -478,3 +480,19 @@ async def test_a_request_without_a_session_must_initialize(
     answer = await http.post(raw.endpoint, json=raw.request("tools/list"), headers=raw.headers)
     assert answer.status_code == 400
     assert gateway.metric("tigress_gateway_mcp_sessions") == 0
+
+
+async def test_a_call_that_cannot_run_is_an_error_and_an_unknown_tool_a_protocol_error(
+    world: World, gateway: Gateway
+) -> None:
+    async with connect(gateway.url) as client:
+        missing = await client.call_tool(SEARCH, {})
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("run_shell", {"command": "id"})
+    assert missing.is_error
+    assert text_of(missing) == (
+        prompts.MISSING_ARGUMENTS.format(name=SEARCH, missing="query") + f"\n{TRAILER_START}"
+    )
+    assert unknown.value.error.message == "Unknown tool: run_shell"
+    labels = {"interface": "mcp", "tool": SEARCH, "outcome": "missing_arguments"}
+    assert gateway.metric("tigress_gateway_tool_calls", labels) == 1
