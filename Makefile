@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Where `make run` puts the fetcher's socket.
+RUN_DIR ?= run
 
 .PHONY: run test lint bench proto clean venv
 
@@ -20,12 +22,18 @@ $(STAMP): pyproject.toml | $(BIN)/python
 venv: $(STAMP)
 
 # Both processes for a person trying Tigress: the fetcher on the run folder's socket,
-# the gateway on 127.0.0.1:8000 in the foreground; Ctrl-C stops both.
+# the gateway on 127.0.0.1:8000 in the foreground (engine 127.0.0.1:8080/v1 and SearXNG
+# 127.0.0.1:8888 by default; TIGRESS_* variables change them). Each says where it listens;
+# the gateway then says whether the engine, SearXNG and the fetcher answer. It starts
+# whatever is missing, and /healthz tells. Ctrl-C stops both.
 run: $(STAMP)
-	@mkdir -p run
-	@$(BIN)/python -m fetcher serve --listen unix:run/fetcher.sock & fetcher=$$!; \
+	@mkdir -p $(RUN_DIR); rm -f $(RUN_DIR)/fetcher.sock
+	@$(BIN)/python -m fetcher serve --listen unix:$(RUN_DIR)/fetcher.sock & fetcher=$$!; \
 	trap 'kill $$fetcher 2>/dev/null; wait $$fetcher 2>/dev/null' EXIT INT TERM; \
-	TIGRESS_FETCHER=unix:run/fetcher.sock $(BIN)/python -m gateway
+	for i in $$(seq 100); do \
+	  [ -S $(RUN_DIR)/fetcher.sock ] && break; kill -0 $$fetcher 2>/dev/null || break; sleep 0.1; \
+	done; \
+	TIGRESS_FETCHER=$${TIGRESS_FETCHER:-unix:$(RUN_DIR)/fetcher.sock} $(BIN)/python -m gateway
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -107,10 +107,17 @@ def _state(part: dict[str, Any]) -> str:
 
 
 async def _report(health: Health, settings: Settings) -> None:
-    """Say at start-up whether the engines, SearXNG and the fetcher answer."""
+    """Say at start-up where the gateway listens and whether the engines, SearXNG and the
+    fetcher answer, with what to do about a part that does not."""
     answer = await health.check()
     for engine in answer["engines"]:
         log.info("engine %s %s", engine["engine"], _state(engine))
+        if engine.get("ok") is False:
+            log.warning(
+                "engine %s: start the model server there (llama-server, vLLM, Ollama) or set "
+                "TIGRESS_ENGINE_URL; chats get 502 until it answers",
+                engine["engine"],
+            )
     searxng = answer["searxng"]
     log.info("SearXNG at %s %s", settings.searxng_url, _state(searxng))
     if searxng.get("ok") is False:
@@ -118,8 +125,21 @@ async def _report(health: Health, settings: Settings) -> None:
     fetcher = answer["fetcher"]
     for target in fetcher.get("targets", []):
         log.info("fetcher at %s %s", target["target"], _state(target))
+        if target.get("ok") is False:
+            log.warning(
+                "fetcher at %s: start it (python -m fetcher serve) or set TIGRESS_FETCHER; "
+                "pages cannot be read until it answers",
+                target["target"],
+            )
     if not fetcher.get("checked", True):
         log.info("fetcher %s", _state(fetcher))
+    host = f"[{settings.listen_host}]" if ":" in settings.listen_host else settings.listen_host
+    log.info(
+        "ready: chat API at http://%s:%d/v1, health at /healthz (answers from the Web switch "
+        "need the engine, SearXNG and the fetcher)",
+        host,
+        settings.listen_port,
+    )
 
 
 def create_app(

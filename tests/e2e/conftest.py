@@ -38,8 +38,16 @@ KEY = "e2e-key-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 #: Recorded result hosts → names the origin's certificate holds (others: the first).
 HOSTS = {"example.org": "origin.test", "example.com": "www.origin.test"}
-#: Keep-alive comments come quickly, so a test can wait for one without waiting long.
-E2E_TIMEOUTS = Timeouts(engine_connect=2.0, engine_read=20.0, tool=20.0, keepalive=0.1, searxng=5.0)
+#: Keep-alive comments come quickly, so a test can wait for one without waiting long;
+#: /healthz answers are not reused, so a test sees a part go down at once.
+E2E_TIMEOUTS = Timeouts(
+    engine_connect=2.0,
+    engine_read=20.0,
+    tool=20.0,
+    keepalive=0.1,
+    searxng=5.0,
+    health_cache=0.001,
+)
 
 
 @dataclass

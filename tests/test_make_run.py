@@ -1,0 +1,126 @@
+"""``make run``: both processes start with nothing else running, say what is missing, and
+stop on Ctrl-C (SIGINT to the terminal's process group)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def run_dir() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="tgrun", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+class Output:
+    """Collects a process's output lines; waits for one without sleeping."""
+
+    def __init__(self, stream: object) -> None:
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    def join(self) -> None:
+        """Wait until the stream ended (the process closed it)."""
+        self._thread.join(timeout=60)
+
+    def wait_for(self, text: str, within: float = 60.0) -> None:
+        with self._changed:
+            found = self._changed.wait_for(
+                lambda: any(text in line for line in self.lines), timeout=within
+            )
+        assert found, f"never printed {text!r}:\n" + "\n".join(self.lines)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_run_starts_both_reports_what_is_missing_and_stops_on_ctrl_c(run_dir: Path) -> None:
+    port = free_port()
+    nowhere = free_port()  # bound by nothing: connections are refused
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("TIGRESS_", "MAKE", "MFLAGS"))
+    }
+    env |= {
+        "TIGRESS_LISTEN": f"127.0.0.1:{port}",
+        "TIGRESS_ENGINE_URL": f"http://127.0.0.1:{nowhere}/v1",
+        "TIGRESS_SEARXNG_URL": f"http://127.0.0.1:{nowhere}",
+    }
+    process = subprocess.Popen(
+        ["make", "--no-print-directory", "run", f"RUN_DIR={run_dir}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal gives it
+    )
+    output = Output(process.stdout)
+    try:
+        output.wait_for("ready: chat API at")
+        # Where each listens, and which parts answer.
+        output.wait_for(f"fetcher: serving on unix:{run_dir}/fetcher.sock")
+        output.wait_for(f"Uvicorn running on http://127.0.0.1:{port}")
+        output.wait_for(f"engine http://127.0.0.1:{nowhere}/v1 does not answer")
+        output.wait_for(f"SearXNG at http://127.0.0.1:{nowhere} does not answer")
+        output.wait_for(f"fetcher at unix:{run_dir}/fetcher.sock answers")
+
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
+        assert health["status"] == "degraded"
+        assert health["engines"] == [{"engine": f"http://127.0.0.1:{nowhere}/v1", "ok": False}]
+        assert health["searxng"]["ok"] is False
+        assert health["fetcher"]["ok"] is True
+        chat = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={
+                "model": "any",
+                "messages": [{"role": "user", "content": "hi"}],
+                "thor_web_search": True,
+            },
+            timeout=10,
+        )
+        assert chat.status_code == 502
+        assert f"http://127.0.0.1:{nowhere}/v1" in chat.json()["error"]["message"]
+
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        output.join()
+        assert process.stdout is not None
+        process.stdout.close()
+    output.wait_for("fetcher: stopped")
+    output.wait_for("Finished server process")
+    # Nothing of the two is left running.
+    with pytest.raises(ProcessLookupError):
+        os.killpg(process.pid, 0)
