@@ -17,6 +17,8 @@ from typing import Any
 
 from gateway.models import ModelDirectory
 
+#: Longest wait for one engine's answer to a health probe.
+PROBE_SECONDS = 1.0
 #: One part of /healthz: ``{"checked": bool, "ok": bool | None, ...}``.
 Probe = Callable[[], Awaitable[dict[str, Any]]]
 #: The fetcher's part of /healthz (``gateway.fetcher_health.FetcherHealth`` in production).
@@ -68,7 +70,7 @@ class Health:
 
     async def _fresh(self) -> dict[str, Any]:
         probes, searxng, fetcher = await asyncio.gather(
-            self._models.probe(), self._searxng(), self._fetcher()
+            self._models.probe(PROBE_SECONDS), self._searxng(), self._fetcher()
         )
         engines = [{"engine": engine.label, "ok": ok} for engine, ok in probes]
         healthy = (

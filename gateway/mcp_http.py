@@ -29,6 +29,7 @@ same DELETE a client would.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -234,6 +235,8 @@ class McpEndpoint:
             max_request_body_size=max_body_bytes,
         )
         self._group: TaskGroup | None = None
+        #: Set at the end of the shutdown grace period (from the drain's timer callback).
+        self._cut = asyncio.Event()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -242,6 +245,7 @@ class McpEndpoint:
             self._group = group
             self._drain.add(self)
             group.start_soon(self._expire_idle)
+            group.start_soon(self._end_at_cut)
             try:
                 yield
             finally:
@@ -252,9 +256,13 @@ class McpEndpoint:
 
     def interrupt(self, error: ShuttingDownError) -> None:
         """The end of the shutdown grace period: end every session (their streams and
-        calls with them)."""
-        if self._group is not None:
-            self._group.start_soon(self._end_all, "shutdown")
+        calls with them). Called from the drain's timer, outside any task: it only sets
+        an event that `_end_at_cut` waits for."""
+        self._cut.set()
+
+    async def _end_at_cut(self) -> None:
+        await self._cut.wait()
+        await self._end_all("shutdown")
 
     async def _expire_idle(self) -> None:
         clock = anyio.current_time
@@ -270,6 +278,8 @@ class McpEndpoint:
             await anyio.sleep(wait)
 
     async def _end_all(self, event: str) -> None:
+        if len(self._sessions):
+            log.info("ending %d mcp sessions (%s)", len(self._sessions), event)
         for session in self._sessions.all():
             if self._sessions.close(session.session_id) is not None:
                 self._metrics.mcp_session_events.labels(event).inc()
@@ -365,25 +375,27 @@ class McpEndpoint:
         if isinstance(ticket, Refusal):
             await self._refuse(ticket, body, scope, receive, send)
             return
-        opened: list[str] = []
+        filed = False
 
         async def watch(message: Message) -> None:
+            nonlocal filed
             if message["type"] == "http.response.start" and message["status"] < 400:
                 for name, value in message.get("headers", []):
-                    if name.lower() == SESSION_HEADER.encode():
-                        opened.append(value.decode("latin-1"))
+                    if name.lower() == SESSION_HEADER.encode() and not filed:
+                        # Filed before the client can read the id: its next request may
+                        # arrive while this response is still being finished.
+                        self._file(ticket, value.decode("latin-1"))
+                        filed = True
             await send(message)
 
         try:
             await self._manager.handle_request(scope, receive, watch)
         finally:
-            self._file(ticket, opened)
+            if not filed:
+                self._sessions.release(ticket)
 
-    def _file(self, ticket: Ticket, opened: list[str]) -> None:
-        if not opened:
-            self._sessions.release(ticket)
-            return
-        session = self._sessions.open(ticket, opened[0])
+    def _file(self, ticket: Ticket, session_id: str) -> None:
+        session = self._sessions.open(ticket, session_id)
         self._metrics.mcp_session_events.labels("opened").inc()
         self._metrics.mcp_sessions.set(len(self._sessions))
         log.info("mcp session %s… opened (key #%d)", session.session_id[:8], session.key)

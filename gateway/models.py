@@ -82,12 +82,17 @@ class ModelDirectory:
             raise engine.error
         return engine.names
 
-    async def _look_up(self, engine: _Engine) -> bool:
+    async def _look_up(self, engine: _Engine, wait: float | None = None) -> bool:
+        """Ask the engine; cache its answer, and its failure when this is a routing
+        look-up (``wait`` None: a health probe's short deadline says nothing about
+        routing)."""
         configured = bool(engine.settings.models)
         try:
-            names = await self._client.list_models(engine.settings, wait=self._probe_seconds)
+            names = await self._client.list_models(
+                engine.settings, wait=self._probe_seconds if wait is None else wait
+            )
         except EngineError as exc:
-            if not configured:
+            if not configured and wait is None:
                 engine.error, engine.at = exc, self._clock()
             return False
         if not configured:
@@ -167,13 +172,13 @@ class ModelDirectory:
         if self._background:
             await asyncio.wait(self._background)
 
-    async def probe(self) -> list[tuple[EngineSettings, bool]]:
-        """Whether each engine answers its ``/models`` now (for ``/healthz``); a fresh
-        answer also refreshes the engine's cached list."""
+    async def probe(self, wait: float) -> list[tuple[EngineSettings, bool]]:
+        """Whether each engine answers its ``/models`` within ``wait`` seconds (for
+        ``/healthz``); an answer also refreshes the engine's cached list. Not behind the
+        engine's look-up lock: a probe never waits for a hung look-up."""
 
         async def one(engine: _Engine) -> bool:
-            async with engine.lock:
-                return await self._look_up(engine)
+            return await self._look_up(engine, wait)
 
         results = await asyncio.gather(*(one(e) for e in self._engines))
         return [(e.settings, ok) for e, ok in zip(self._engines, results, strict=True)]

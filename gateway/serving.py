@@ -33,6 +33,7 @@ import asyncio
 import json
 import logging
 import resource
+import signal
 import time
 from types import FrameType
 from typing import Any, ClassVar
@@ -253,9 +254,10 @@ class GatewayServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """The signal handler: start the drain and uvicorn's shutdown. The signal is not
         re-raised afterwards (uvicorn does that by default), so the exit status is 0; a
-        second SIGINT still forces the exit."""
+        second SIGINT (Ctrl-C twice) still forces the exit, a repeated SIGTERM does not."""
         if self.should_exit:
-            self.force_exit = True
+            if sig == signal.SIGINT:
+                self.force_exit = True
             return
         self.should_exit = True
         if self._loop is not None:

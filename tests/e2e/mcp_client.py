@@ -129,7 +129,7 @@ class RawSession:
         if response.status_code == 200:
             self.session_id = response.headers["mcp-session-id"]
             notified = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            assert notified.status_code == 202
+            assert notified.status_code == 202, (notified.status_code, notified.text)
         return response
 
     async def delete(self) -> httpx.Response:

@@ -66,6 +66,10 @@ class Reply:
     status: int = 200
     body: dict[str, Any] | None = None
     done: bool = True
+    #: Extra response headers (``Retry-After`` with a 429, say).
+    headers: dict[str, str] = field(default_factory=dict)
+    #: Wait for `FakeEngine.release` before sending even the response head.
+    hold_head: bool = False
 
 
 @dataclass
@@ -165,9 +169,59 @@ def tool_reply(
     return Reply(steps)
 
 
-def error_reply(status: int, message: str, kind: str = "invalid_request_error") -> Reply:
+def error_reply(
+    status: int,
+    message: str,
+    kind: str = "invalid_request_error",
+    headers: dict[str, str] | None = None,
+) -> Reply:
     """An error status with an OpenAI error body."""
-    return Reply(status=status, body={"error": {"message": message, "type": kind, "code": status}})
+    return Reply(
+        status=status,
+        body={"error": {"message": message, "type": kind, "code": status}},
+        headers=headers or {},
+    )
+
+
+class HungServer:
+    """Accepts connections and reads requests, and never answers: a hung engine.
+
+    ``requests`` counts request heads received; every connection stays open until the
+    server stops.
+    """
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def __aenter__(self) -> HungServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            while await reader.readuntil(b"\r\n\r\n"):
+                self.requests += 1
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
 
 
 def completion_body(text: str) -> dict[str, Any]:
@@ -194,6 +248,8 @@ class FakeEngine:
 
     def __init__(self, models: list[str] | None = None) -> None:
         self.models = [MODEL] if models is None else models
+        #: Status of ``/models`` answers (500: the look-up fails).
+        self.models_status = 200
         self.replies: deque[Reply] = deque()
         self.received: list[Received] = []
         #: Set when a client closed its connection before its reply was finished.
@@ -278,7 +334,9 @@ class FakeEngine:
         self.received.append(Received(method, path, headers, body))
         if method == "GET" and path.endswith("/models"):
             await self._json(
-                writer, 200, {"object": "list", "data": [{"id": m} for m in self.models]}
+                writer,
+                self.models_status,
+                {"object": "list", "data": [{"id": m} for m in self.models]},
             )
             return True
         if not path.endswith("/chat/completions"):
@@ -291,18 +349,26 @@ class FakeEngine:
             await reader.read(1)
             self.closed_early.set()
             return False
+        if reply.hold_head:
+            await self._released.wait()
+            self._released.clear()
         if reply.body is not None or not body.get("stream"):
             payload = reply.body if reply.body is not None else completion_body("(unscripted)")
-            await self._json(writer, reply.status, payload)
+            await self._json(writer, reply.status, payload, reply.headers)
             return True
         return await self._stream(reader, writer, reply)
 
     async def _json(
-        self, writer: asyncio.StreamWriter, status: int, payload: dict[str, Any]
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        payload: dict[str, Any],
+        headers: dict[str, str] | None = None,
     ) -> None:
         data = json.dumps(payload).encode()
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         writer.write(
-            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}"
             f"Content-Length: {len(data)}\r\n\r\n".encode()
             + data
         )

@@ -285,3 +285,44 @@ def test_engine_error_body_keeps_the_engines_words() -> None:
     )
     assert error.body()["error"]["message"] == "too long"
     assert error.kind == "http_4xx"
+
+
+@pytest.mark.parametrize(
+    ("part", "refused"),
+    [
+        ({"type": "image_url", "image_url": {"url": "https://example.org/a.png"}}, True),
+        ({"type": "image_url", "image_url": {"url": "http://10.0.0.1/a.png"}}, True),
+        ({"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}, True),
+        ({"type": "image_url", "image_url": {"url": "/etc/passwd"}}, True),
+        ({"type": "video_url", "video_url": {"url": "https://v.example/v.mp4"}}, True),
+        ({"type": "audio_url", "audio_url": "https://a.example/a.wav"}, True),
+        ({"type": "file", "file": {"file_url": "https://f.example/f.pdf"}}, True),
+        ({"type": "image_url", "image_url": {"url": " DATA:image/png;base64,AA=="}}, False),
+        ({"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}, False),
+        ({"type": "input_audio", "input_audio": {"data": "AA==", "format": "wav"}}, False),
+        ({"type": "text", "text": "see https://example.org/"}, False),
+    ],
+    ids=[
+        "https",
+        "http",
+        "file",
+        "path",
+        "video",
+        "audio-string",
+        "file-url",
+        "data-upper",
+        "data",
+        "inline-audio",
+        "text-with-address",
+    ],
+)
+def test_media_addresses_are_refused_unless_inline(part: dict[str, Any], refused: bool) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": [part]}]}
+    raw = json.dumps(body).encode()
+    if refused:
+        with pytest.raises(RequestError, match="only data: URLs"):
+            parse_chat_request(raw)
+    else:
+        parse_chat_request(raw)
+    # The operator's setting lets every one of them through.
+    parse_chat_request(raw, allow_media_urls=True)

@@ -115,6 +115,10 @@ def test_bad_values_stop_start_up_naming_the_setting(env: dict[str, str], named:
         ("colour = 'red'", "colour"),
         ("[[engines]]\nurl = 3", "engines[0].url"),
         ("listen = [", "not valid TOML"),
+        ("media_urls = 'sometimes'", "media_urls"),
+        ("[limits]\nmax_chats = 0", "limits.max_chats"),
+        ("[limits]\nchats_per_key = -1", "limits.chats_per_key"),
+        ("[[engines]]\nurl = 'http://127.0.0.1:1/v1'\nname = 3", "engines[0].name"),
     ],
     ids=[
         "negative-size",
@@ -124,6 +128,10 @@ def test_bad_values_stop_start_up_naming_the_setting(env: dict[str, str], named:
         "unknown-key",
         "engine-url",
         "bad-toml",
+        "media-urls",
+        "max-chats",
+        "chats-per-key",
+        "engine-name",
     ],
 )
 def test_bad_toml_values_name_the_setting(tmp_path: Path, toml: str, named: str) -> None:
@@ -232,3 +240,23 @@ def test_default_fetcher_target_is_the_fetchers_development_socket() -> None:
     from fetcher.settings import DEV_SOCKET
 
     assert load_settings({}).fetcher == (f"unix:{DEV_SOCKET}",)
+
+
+def test_per_key_limits_are_off_without_keys_and_on_with_them(tmp_path: Path) -> None:
+    keyless = load_settings({})
+    assert (keyless.limits.chats_per_key, keyless.limits.requests_per_minute_per_key) == (0, 0)
+    keyed = load_settings({"TIGRESS_API_KEYS": "k" * 20})
+    assert (keyed.limits.chats_per_key, keyed.limits.requests_per_minute_per_key) == (16, 600)
+    config = tmp_path / "t.toml"
+    config.write_text("[limits]\nchats_per_key = 2\nrequests_per_minute_per_key = 0\n")
+    chosen = load_settings({"TIGRESS_CONFIG": str(config), "TIGRESS_API_KEYS": "k" * 20})
+    assert (chosen.limits.chats_per_key, chosen.limits.requests_per_minute_per_key) == (2, 0)
+
+
+def test_media_addresses_are_refused_unless_the_operator_allows_them(tmp_path: Path) -> None:
+    assert load_settings({}).allow_media_urls is False
+    config = tmp_path / "t.toml"
+    config.write_text('media_urls = "allow"\n[timeouts]\nshutdown_grace = 3\n')
+    settings = load_settings({"TIGRESS_CONFIG": str(config)})
+    assert settings.allow_media_urls is True
+    assert settings.timeouts.shutdown_grace == 3.0
