@@ -265,16 +265,13 @@ class McpEndpoint:
         await self._end_all("shutdown")
 
     async def _expire_idle(self) -> None:
-        clock = anyio.current_time
         while True:
             for session in self._sessions.expired():
                 self._metrics.mcp_session_events.labels("expired").inc()
                 log.info("mcp session %s… expired (idle)", session.session_id[:8])
                 await self._terminate(session.session_id)
-            next_expiry = self._sessions.next_expiry()
-            wait = _REAP_INTERVAL
-            if next_expiry is not None:
-                wait = min(max(next_expiry - clock(), 0.01), _REAP_INTERVAL)
+            until = self._sessions.until_next_expiry()
+            wait = _REAP_INTERVAL if until is None else min(max(until, 0.01), _REAP_INTERVAL)
             await anyio.sleep(wait)
 
     async def _end_all(self, event: str) -> None:

@@ -204,10 +204,10 @@ class McpSessions:
             del self._sessions[session.session_id]
         return gone
 
-    def next_expiry(self) -> float | None:
-        """Clock time the next idle session expires (None when none is idle)."""
+    def until_next_expiry(self) -> float | None:
+        """Seconds until the next idle session expires (None when none is idle)."""
         idle = [s.idle_since for s in self._sessions.values() if s.in_flight == 0]
-        return min(idle) + self._idle if idle else None
+        return max(0.0, min(idle) + self._idle - self._clock()) if idle else None
 
     def all(self) -> list[McpSession]:
         """Every open session."""

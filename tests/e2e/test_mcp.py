@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 
 from fetcher.client import DESCRIPTIONS, Reason
 from gateway import prompts, search_rules
-from gateway.settings import Budgets, McpSettings
+from gateway.settings import Budgets, Limits, McpSettings
 from tests.e2e.client import body, stream_answer
 from tests.e2e.conftest import AUTH, KEY, Gateway, GatewayFactory, World
 from tests.e2e.mcp_client import (
@@ -496,3 +496,50 @@ async def test_a_call_that_cannot_run_is_an_error_and_an_unknown_tool_a_protocol
     assert unknown.value.error.message == "Unknown tool: run_shell"
     labels = {"interface": "mcp", "tool": SEARCH, "outcome": "missing_arguments"}
     assert gateway.metric("tigress_gateway_tool_calls", labels) == 1
+
+
+async def test_a_body_past_the_limit_is_refused_before_the_sdk_reads_it(
+    world: World, gateway_for: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    async with gateway_for(max_body_bytes=4096) as gateway:
+        raw = RawSession(http, gateway.url, AUTH)
+        assert (await raw.initialize()).status_code == 200
+        call = raw.request("tools/call", {"name": SEARCH, "arguments": {"query": "x" * 5000}})
+        refused = await raw.post(call)
+        fits = await raw.post(raw.request("tools/list"))
+    assert refused.status_code == 413
+    assert fits.status_code == 200
+    assert world.searxng.searches() == []
+
+
+async def test_the_keys_limits_hold_over_mcp_as_for_the_chat_api(
+    world: World, gateway_for: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    start = kettle_site(world)
+    asked, release = asyncio.Event(), asyncio.Event()
+
+    async def held(_: Request) -> Reply:
+        asked.set()
+        await release.wait()
+        return page("Descaling", "Use citric acid.")
+
+    world.origin.routes["/kettle/descale"] = held
+    limits = Limits(chats_per_key=1, requests_per_minute_per_key=12)
+    async with gateway_for(limits=limits) as gateway, connect(gateway.url) as client:
+        await client.call_tool(SEARCH, {"query": "kettle descale"})
+        reading = asyncio.create_task(client.call_tool(FETCH, {"url": start}))
+        await asyncio.wait_for(asked.wait(), 10)
+        # One call at a time for this key, as one chat at a time for the chat API.
+        busy = await client.call_tool(SEARCH, {"query": "kettle limescale"})
+        release.set()
+        read = await reading
+        raw = RawSession(http, gateway.url, AUTH)
+        statuses = [(await raw.initialize()).status_code for _ in range(12)]
+    assert busy.is_error
+    assert text_of(busy).startswith("Too many chats at once for this key: at most 1.")
+    assert not read.is_error
+    labels = {"interface": "mcp", "tool": SEARCH, "outcome": "limited"}
+    assert gateway.metric("tigress_gateway_tool_calls", labels) == 1
+    # Every request to /mcp counts against the key's requests per minute.
+    assert 429 in statuses
+    assert gateway.metric("tigress_gateway_mcp_refused_requests", {"reason": "rate_limited"}) >= 1
