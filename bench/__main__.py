@@ -6,7 +6,7 @@ import importlib
 import sys
 import time
 
-BENCHES = ("download", "extraction", "grpc_hop", "tooltext", "gateway_stream")
+BENCHES = ("download", "extraction", "grpc_hop", "tooltext", "gateway_stream", "research")
 
 
 def main() -> None:

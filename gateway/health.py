@@ -1,11 +1,10 @@
 """``/healthz``: whether the gateway's engines, SearXNG and fetcher answer, cached briefly.
 
 One check asks every engine's ``/models``, SearXNG's ``/healthz`` and the fetcher's health
-service at once, each
-bounded by its own timeout; its answer is reused for ``health_cache`` seconds and
-concurrent callers share one check, so a storm of health probes (or a hung engine)
-costs one look-up per period. Engines are named by `EngineSettings.label` (configured
-name, else the address without credentials).
+service at once, each bounded by its own timeout; its answer is reused for
+``health_cache`` seconds and concurrent callers share one check, so a storm of health
+probes (or a hung engine) costs one look-up per period. Engines are named by
+`EngineSettings.label` (configured name, else the address without credentials).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from gateway.models import ModelDirectory
 
 #: Longest wait for one engine's answer to a health probe.
 PROBE_SECONDS = 1.0
+
 #: One part of /healthz: ``{"checked": bool, "ok": bool | None, ...}``.
 Probe = Callable[[], Awaitable[dict[str, Any]]]
 #: The fetcher's part of /healthz (``gateway.fetcher_health.FetcherHealth`` in production).
