@@ -71,8 +71,8 @@ log = logging.getLogger("gateway")
 
 Handler = Callable[[Request, Services], Awaitable[ASGIApp]]
 
-#: Engine connections kept open beyond the chat limit (model look-ups, health probes).
-_SPARE_CONNECTIONS = 64
+#: Connections of the shared httpx client (model look-ups and health probes only).
+_LOOKUP_CONNECTIONS = 64
 #: Most connections to SearXNG at once (a search waits for a free one beyond this).
 _SEARXNG_CONNECTIONS = 128
 
@@ -195,17 +195,16 @@ def create_app(
                         write=timeouts.engine_connect,
                         pool=timeouts.engine_connect,
                     ),
-                    # One connection per chat the gateway may serve, and spares: the pool
-                    # is never the limit below the chat limit.
-                    limits=httpx.Limits(
-                        max_connections=limits.max_chats + _SPARE_CONNECTIONS,
-                        max_keepalive_connections=min(limits.max_chats, 256),
-                    ),
+                    # Only model look-ups and health probes use this client (chats have
+                    # their own connections: gateway.engine_http).
+                    limits=httpx.Limits(max_connections=_LOOKUP_CONNECTIONS),
                     # Proxy variables must not reroute engine traffic.
                     trust_env=False,
                 )
                 await stack.enter_async_context(http)
-            engines = EngineClient(http)
+            engines = EngineClient(
+                http, connect_timeout=timeouts.engine_connect, read_timeout=timeouts.engine_read
+            )
             models = ModelDirectory(
                 settings.engines,
                 engines,

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from gateway.chunks import EngineChunk, parse_chunk
+from gateway.engine_http import EngineExchange, open_exchange
 from gateway.errors import (
     BusyError,
     EngineError,
@@ -91,10 +92,24 @@ def error_from_payload(payload: Any) -> tuple[str, dict[str, Any]]:
 
 
 class EngineClient:
-    """Talks to engines over the shared HTTP client."""
+    """Talks to engines: chat streams on their own connections (`gateway.engine_http`),
+    model lists over the shared httpx client."""
 
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self, http: httpx.AsyncClient, *, connect_timeout: float = 5.0, read_timeout: float = 300.0
+    ) -> None:
         self._http = http
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+
+    async def _open(self, engine: EngineSettings, path: str, body: bytes) -> EngineExchange:
+        return await open_exchange(
+            engine,
+            path,
+            body,
+            connect_timeout=self._connect_timeout,
+            read_timeout=self._read_timeout,
+        )
 
     async def chat_chunks(
         self, engine: EngineSettings, body: bytes
@@ -115,64 +130,56 @@ class EngineClient:
             EngineUnreachableError: No connection, or it broke.
             EngineTimeoutError: The engine went quiet past the timeout.
         """
-        with engine_errors(engine):
-            headers = _headers(engine) | {"Content-Type": "application/json"}
-            request = self._http.build_request(
-                "POST", f"{engine.url}/chat/completions", content=body, headers=headers
-            )
-            response = await self._http.send(request, stream=True)
-            try:
-                if response.status_code >= 400:
-                    raise await status_error(response)
+        exchange = await self._open(engine, "/chat/completions", body)
+        try:
+            with engine_errors(engine):
+                if exchange.status >= 400:
+                    raise await status_error(exchange)
                 decoder = SSEDecoder()
-                done = False
-                async for line in response.aiter_lines():
-                    if done:
-                        # Read to the end so the connection can be used again.
-                        continue
-                    event = decoder.feed(line)
-                    if event is None:
-                        continue
-                    for payload in _payloads(event.data):
-                        if payload == "[DONE]":
-                            done = True
-                            break
-                        if event.error or (isinstance(payload, dict) and "error" in payload):
-                            raise EngineStreamError(error_from_payload(payload)[0])
-                        if isinstance(payload, dict):
-                            yield parse_chunk(payload)
-                if done:
-                    return
+                pending = b""
+                while data := await exchange.read():
+                    lines = (pending + data).split(b"\n")
+                    pending = lines.pop()
+                    for line in lines:
+                        event = decoder.feed(line.rstrip(b"\r").decode("utf-8", "replace"))
+                        if event is None:
+                            continue
+                        for payload in _payloads(event.data):
+                            if payload == "[DONE]":
+                                return
+                            if event.error or (isinstance(payload, dict) and "error" in payload):
+                                raise EngineStreamError(error_from_payload(payload)[0])
+                            if isinstance(payload, dict):
+                                yield parse_chunk(payload)
+                if pending:
+                    decoder.feed(pending.rstrip(b"\r").decode("utf-8", "replace"))
                 event = decoder.close()
                 if event is not None:
                     for payload in _payloads(event.data):
+                        if payload == "[DONE]":
+                            return
                         if event.error or (isinstance(payload, dict) and "error" in payload):
                             raise EngineStreamError(error_from_payload(payload)[0])
                         if isinstance(payload, dict):
                             yield parse_chunk(payload)
-            finally:
-                await response.aclose()
+        finally:
+            exchange.close()
 
     @asynccontextmanager
     async def open(
         self, engine: EngineSettings, path: str, body: bytes
-    ) -> AsyncIterator[httpx.Response]:
-        """Send a POST for pass-through and yield the response with its body unread.
+    ) -> AsyncIterator[EngineExchange]:
+        """Send a POST for pass-through and yield the answer with its body unread.
 
         Raises:
             EngineUnreachableError: No connection.
             EngineTimeoutError: No answer in time.
         """
-        headers = _headers(engine) | {"Content-Type": "application/json"}
-        with engine_errors(engine):
-            request = self._http.build_request(
-                "POST", f"{engine.url}{path}", content=body, headers=headers
-            )
-            response = await self._http.send(request, stream=True)
+        exchange = await self._open(engine, path, body)
         try:
-            yield response
+            yield exchange
         finally:
-            await response.aclose()
+            exchange.close()
 
     async def list_models(self, engine: EngineSettings, *, wait: float | None = None) -> list[str]:
         """The model names the engine's ``/models`` lists.
@@ -202,32 +209,26 @@ class EngineClient:
             raise error from exc
 
 
-async def status_error(response: httpx.Response) -> EngineStatusError:
+async def status_error(exchange: EngineExchange) -> EngineStatusError:
     """The error for an engine's error status, with its body's message and its
     ``Retry-After``."""
-    error = await _status_error(response)
-    error.retry_after = response.headers.get("retry-after")
+    raw = await exchange.read_all(_ERROR_BODY_LIMIT)
+    error = _status_error(exchange.status, raw)
+    error.retry_after = exchange.headers.get("retry-after")
     return error
 
 
-async def _status_error(response: httpx.Response) -> EngineStatusError:
-    raw = b""
-    async for part in response.aiter_bytes():
-        raw += part
-        if len(raw) > _ERROR_BODY_LIMIT:
-            break
+def _status_error(status: int, raw: bytes) -> EngineStatusError:
     try:
         payload = json.loads(raw[:_ERROR_BODY_LIMIT])
     except (ValueError, RecursionError):
         payload = None
     if payload is None:
         text = raw[:200].decode("utf-8", "replace").strip()
-        message = f"The model engine answered {response.status_code}" + (
-            f": {text}" if text else "."
-        )
-        return EngineStatusError(response.status_code, None, message)
+        message = f"The model engine answered {status}" + (f": {text}" if text else ".")
+        return EngineStatusError(status, None, message)
     message, error = error_from_payload(payload)
-    return EngineStatusError(response.status_code, {"error": error}, message)
+    return EngineStatusError(status, {"error": error}, message)
 
 
 def _payloads(data: str) -> list[Any]:

@@ -37,7 +37,7 @@ from tests.gateway.fake_engine import (
 async def client() -> AsyncIterator[EngineClient]:
     timeout = httpx.Timeout(2.0, read=0.3)
     async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
-        yield EngineClient(http)
+        yield EngineClient(http, connect_timeout=2.0, read_timeout=timeout.read or 5.0)
 
 
 async def collect(client: EngineClient, engine: FakeEngine) -> list[EngineChunk]:
