@@ -76,6 +76,7 @@ ANSWERED = frozenset({ToolOutcome.OK.value, ToolOutcome.REFUSED.value, CallVerdi
 #: Outcome labels of calls that ended without a tool result of their own.
 LIMITED = "limited"
 CANCELLED = "cancelled"
+SHUTDOWN = "shutdown"
 
 
 def session_header(ctx: ServerRequestContext[Any, Any]) -> tuple[str, int] | None:
@@ -204,8 +205,10 @@ class McpTools:
         )
         if vetted.verdict is not CallVerdict.RUN:
             return self._answer(session, tool.name, vetted.message, vetted.verdict.value)
+        if self._drain.draining:
+            session.seen.discard(vetted.key)
+            return self._answer(session, tool.name, prompts.MCP_SHUTTING_DOWN, SHUTDOWN)
         try:
-            self._drain.refuse_new()
             with self._slots.take(), self._key_limits.chat(session.key):
                 result = await self._run_cancellable(ctx, session, tool, vetted.arguments)
         except GatewayError as exc:

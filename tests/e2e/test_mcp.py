@@ -10,9 +10,14 @@ from collections.abc import Callable
 import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
+from prometheus_client import CollectorRegistry
 
 from fetcher.client import DESCRIPTIONS, Reason
 from gateway import prompts, search_rules
+from gateway.app import create_app
+from gateway.drain import Drain
+from gateway.metrics import GatewayMetrics
+from gateway.serving import uvicorn_config
 from gateway.settings import Budgets, Limits, McpSettings
 from tests.e2e.client import body, stream_answer
 from tests.e2e.conftest import AUTH, KEY, Gateway, GatewayFactory, World
@@ -27,6 +32,7 @@ from tests.e2e.mcp_client import (
 )
 from tests.e2e.test_research import FETCH, SEARCH, fetch, page, search
 from tests.gateway.fake_engine import text_reply, tool_reply
+from tests.gateway.servers import serve
 from tests.support.origin import Reply, Request
 
 OTHER_KEY = "e2e-other-key-0123456789"
@@ -543,3 +549,22 @@ async def test_the_keys_limits_hold_over_mcp_as_for_the_chat_api(
     # Every request to /mcp counts against the key's requests per minute.
     assert 429 in statuses
     assert gateway.metric("tigress_gateway_mcp_refused_requests", {"reason": "rate_limited"}) >= 1
+
+
+async def test_while_the_gateway_drains_no_call_starts_and_no_session_opens(
+    world: World, http: httpx.AsyncClient
+) -> None:
+    kettle_site(world)
+    settings = world.settings()
+    metrics = GatewayMetrics(CollectorRegistry())
+    drain = Drain()
+    app = create_app(settings, metrics=metrics, drain=drain)
+    config = uvicorn_config(app, settings, metrics, log_level="warning")
+    async with serve(app, config) as url, connect(url) as client:
+        drain.draining = True  # as Drain.begin sets it at SIGTERM, without the timer
+        refused = await client.call_tool(SEARCH, {"query": "kettle descale"})
+        opening = await RawSession(http, url, AUTH).initialize()
+    assert refused.is_error
+    assert text_of(refused).startswith(prompts.MCP_SHUTTING_DOWN)
+    assert world.searxng.searches() == []
+    assert opening.status_code == 503
