@@ -205,6 +205,7 @@ def create_app(
             engines = EngineClient(
                 http, connect_timeout=timeouts.engine_connect, read_timeout=timeouts.engine_read
             )
+            stack.callback(engines.close)
             models = ModelDirectory(
                 settings.engines,
                 engines,

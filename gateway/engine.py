@@ -1,11 +1,13 @@
 """The OpenAI-compatible engine client (I/O): chat streams, pass-through, model lists.
 
-Every engine call goes through one shared ``httpx.AsyncClient`` (built in the composition
-root with timeouts and ``trust_env=False``), and every httpx exception is translated in
-one place, `engine_errors`, into the `gateway.errors.EngineError` tree, naming the engine
-by its label (configured name or address, never its key). A wait for a free connection
-of the gateway's own pool is the gateway's saturation, not the engine's fault: it
-becomes `gateway.errors.BusyError` (503), never a 504.
+Chat requests (the Web loop's rounds and pass-through) go over `gateway.engine_http`
+(httptools, bulk reads, kept-alive connections without a limit); model lists over one
+shared ``httpx.AsyncClient`` (built in the composition root with timeouts and
+``trust_env=False``). Errors are translated in one place, `engine_errors`, into the
+`gateway.errors.EngineError` tree, naming the engine by its label (configured name or
+address, never its key). A wait for a free connection of the httpx pool is the gateway's
+saturation, not the engine's fault: it becomes `gateway.errors.BusyError` (503), never a
+504.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import httpx
 
 from gateway.chunks import EngineChunk, parse_chunk
-from gateway.engine_http import EngineExchange, open_exchange
+from gateway.engine_http import EngineExchange, EnginePool, open_exchange
 from gateway.errors import (
     BusyError,
     EngineError,
@@ -28,7 +30,7 @@ from gateway.errors import (
     EngineUnreachableError,
 )
 from gateway.settings import EngineSettings
-from gateway.sse import SSEDecoder
+from gateway.sse import SSEDecoder, SSEEvent
 
 #: The most of an engine's error body read before giving up on it.
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -101,12 +103,18 @@ class EngineClient:
         self._http = http
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
+        self._pool = EnginePool()
+
+    def close(self) -> None:
+        """Close the kept-alive chat connections."""
+        self._pool.close()
 
     async def _open(self, engine: EngineSettings, path: str, body: bytes) -> EngineExchange:
         return await open_exchange(
             engine,
             path,
             body,
+            pool=self._pool,
             connect_timeout=self._connect_timeout,
             read_timeout=self._read_timeout,
         )
@@ -138,30 +146,57 @@ class EngineClient:
                 decoder = SSEDecoder()
                 pending = b""
                 while data := await exchange.read():
-                    lines = (pending + data).split(b"\n")
+                    pending += data
+                    # Fast path: whole events that are one "data: {...}" line each, the
+                    # way every engine writes them; anything else goes line by line
+                    # through the decoder.
+                    cut = pending.rfind(b"\n\n") + 2 if b"\r" not in pending else 0
+                    if cut > 1 and decoder.idle:
+                        events, pending = pending[:cut], pending[cut:]
+                        for block in events.split(b"\n\n"):
+                            if not block:
+                                continue
+                            if block.startswith(b"data: {") and b"\n" not in block:
+                                try:
+                                    payload = json.loads(block[6:])
+                                except (ValueError, RecursionError):
+                                    continue
+                                if "error" in payload:
+                                    raise EngineStreamError(error_from_payload(payload)[0])
+                                yield parse_chunk(payload)
+                                continue
+                            if block == b"data: [DONE]":
+                                await _finish(exchange)
+                                return
+                            for line in (*block.split(b"\n"), b""):
+                                event = decoder.feed(line.decode("utf-8", "replace"))
+                                if event is None:
+                                    continue
+                                for chunk in _chunks(event):
+                                    if chunk is None:
+                                        await _finish(exchange)
+                                        return
+                                    yield chunk
+                        continue
+                    lines = pending.split(b"\n")
                     pending = lines.pop()
                     for line in lines:
                         event = decoder.feed(line.rstrip(b"\r").decode("utf-8", "replace"))
                         if event is None:
                             continue
-                        for payload in _payloads(event.data):
-                            if payload == "[DONE]":
+                        for chunk in _chunks(event):
+                            if chunk is None:
+                                await _finish(exchange)
                                 return
-                            if event.error or (isinstance(payload, dict) and "error" in payload):
-                                raise EngineStreamError(error_from_payload(payload)[0])
-                            if isinstance(payload, dict):
-                                yield parse_chunk(payload)
+                            yield chunk
                 if pending:
                     decoder.feed(pending.rstrip(b"\r").decode("utf-8", "replace"))
                 event = decoder.close()
                 if event is not None:
-                    for payload in _payloads(event.data):
-                        if payload == "[DONE]":
+                    for chunk in _chunks(event):
+                        if chunk is None:
                             return
-                        if event.error or (isinstance(payload, dict) and "error" in payload):
-                            raise EngineStreamError(error_from_payload(payload)[0])
-                        if isinstance(payload, dict):
-                            yield parse_chunk(payload)
+                        yield chunk
         finally:
             exchange.close()
 
@@ -229,6 +264,30 @@ def _status_error(status: int, raw: bytes) -> EngineStatusError:
         return EngineStatusError(status, None, message)
     message, error = error_from_payload(payload)
     return EngineStatusError(status, {"error": error}, message)
+
+
+async def _finish(exchange: EngineExchange) -> None:
+    """Read past ``[DONE]`` to the end of the body, so the connection can be kept."""
+    while await exchange.read():
+        pass
+
+
+def _chunks(event: SSEEvent) -> list[EngineChunk | None]:
+    """The chunks of one event (None for ``[DONE]``, ending the list).
+
+    Raises:
+        EngineStreamError: The event is an error.
+    """
+    out: list[EngineChunk | None] = []
+    for payload in _payloads(event.data):
+        if payload == "[DONE]":
+            out.append(None)
+            return out
+        if event.error or (isinstance(payload, dict) and "error" in payload):
+            raise EngineStreamError(error_from_payload(payload)[0])
+        if isinstance(payload, dict):
+            out.append(parse_chunk(payload))
+    return out
 
 
 def _payloads(data: str) -> list[Any]:
