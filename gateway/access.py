@@ -43,7 +43,19 @@ class _Bucket:
 
 class KeyLimits:
     """Per-key requests per minute (a token bucket that holds one minute's worth) and
-    concurrent chats. A limit of 0 is off."""
+    concurrent chats. A limit of 0 is off.
+
+    # Security
+    Rule: one access key gets at most ``chats_per_key`` chats at once and
+    ``requests_per_minute_per_key`` API requests a minute (429 with Retry-After past
+    either); on by default wherever keys are configured.
+    Threat: one leaked or greedy key keeping every engine and the fetcher busy for all
+    other users.
+    Callers may rely on: `admit` and `chat` raise `RateLimitError` past the limits and
+    never for another key. Proved by ``test_a_key_over_its_concurrent_chats_gets_429`` and
+    ``test_a_key_over_its_requests_per_minute_gets_429_with_retry_after`` in
+    ``tests/gateway/test_findings.py``.
+    """
 
     def __init__(
         self,

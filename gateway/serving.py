@@ -84,7 +84,22 @@ class ConnectionGuard:
 
 class GuardedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the header timeout, the connection cap and an
-    OpenAI-shaped 400 (see the module docstring). Built per server by `protocol_for`."""
+    OpenAI-shaped 400 (see the module docstring). Built per server by `protocol_for`.
+
+    # Security
+    Rule: a connection must deliver each request head within ``client_header`` seconds,
+    and at most ``max_connections`` are served at once; the excess is answered 503 and
+    closed without a log line.
+    Threat: slow-header clients (slowloris) or a flood of connections holding every file
+    descriptor, so real users cannot connect and the log drowns.
+    Callers may rely on: no connection stays open idle or half-sent past the header
+    timeout, and open connections never exceed the cap. Proved by
+    ``test_a_request_head_that_does_not_arrive_in_time_is_closed`` and
+    ``test_connections_past_the_limit_get_503_and_are_closed`` in
+    ``tests/gateway/test_serving.py``, and
+    ``test_at_the_descriptor_limit_the_gateway_keeps_serving_without_a_log_flood`` in
+    ``tests/gateway/test_process.py``.
+    """
 
     guard: ClassVar[ConnectionGuard]
 

@@ -174,6 +174,17 @@ async def test_engine_timeout_is_504(
     assert streamed.status_code == 504
 
 
+@pytest.mark.parametrize("path", ["/v1/nothing", "/v1/chat/completions/", "/v1/models/x"])
+async def test_unknown_api_routes_need_the_key(
+    gateway_at: GatewayFactory, http: httpx.AsyncClient, path: str
+) -> None:
+    # The key is checked before routing: no handler, present or future, runs without it.
+    async with gateway_at() as url:
+        response = await http.get(f"{url}{path}")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_api_key"
+
+
 async def test_unknown_routes_answer_in_the_openai_shape(
     gateway_at: GatewayFactory, http: httpx.AsyncClient
 ) -> None:
