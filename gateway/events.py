@@ -3,8 +3,8 @@
 Under the Web switch the loop (`gateway.loop`) yields `Content`, `Reasoning`,
 `ToolEvent`, `Usage` and the bookkeeping events `RoundStarted` and `CallEnded`; in
 pass-through the relay (`gateway.proxy`) yields `Raw` pieces of the engine's own bytes.
-A source ends by returning, by raising a `gateway.errors.GatewayError`, or by yielding
-`End` itself (the proxy, after an engine error body it has passed on). `gateway.writer`
+A source ends by returning or by raising a `gateway.errors.GatewayError` (the pump turns
+either into `End`; a source may also yield `End` itself). `gateway.writer`
 is the only reader: it turns the events into SSE or one body, and records every metric
 as they pass. The per-token ones (`Content`, `Reasoning`, `Raw`) are not frozen: a frozen
 dataclass's ``__init__`` costs more, and nothing changes an event once made.

@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack, aclosing
 from typing import TypeVar
 
@@ -168,7 +168,7 @@ class Pump:
     drain at the end of the grace period) cancels the source and ends with its error.
     """
 
-    def __init__(self, source: AsyncIterator[StreamEvent], drain: Drain) -> None:
+    def __init__(self, source: AsyncGenerator[StreamEvent, None], drain: Drain) -> None:
         self._source = source
         self._drain = drain
         self._queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(_QUEUE_SIZE)
@@ -186,7 +186,7 @@ class Pump:
     async def _run(self) -> None:
         try:
             loop = asyncio.get_running_loop()
-            async with aclosing(self._source) as events:  # type: ignore[type-var]
+            async with aclosing(self._source) as events:
                 async for event in events:
                     self._last_put = loop.time()
                     await self._queue.put(event)
