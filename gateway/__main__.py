@@ -34,6 +34,9 @@ def main() -> None:
     # httpx logs a line per engine request at INFO: noise on the first-token path.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
+    # The MCP SDK logs every session's full id at INFO; an id is half of a session's
+    # credentials, so only its warnings go to the log (gateway.mcp_http logs sessions).
+    logging.getLogger("mcp").setLevel(logging.WARNING)
     flood = AcceptFloodFilter()
     for name in ("asyncio", "uvicorn.error"):
         logging.getLogger(name).addFilter(flood)

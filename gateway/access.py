@@ -1,9 +1,10 @@
 """Who may use the API, and how much: the key check and the per-key limits (SPEC 2).
 
-`Access` is the ASGI middleware in front of every route: an API route (``/v1/...``)
-passes only with a configured key (checked once, here, before any handler) and within
-that key's requests-per-minute; the key's position goes into the request's state for
-the chat handler's concurrent-chat limit. `KeyLimits` decides (clock injected, no I/O).
+`Access` is the ASGI middleware in front of every route: an API route (``/v1/...``) and
+the MCP endpoint (``/mcp``) pass only with a configured key (checked once, here, before
+any handler) and within that key's requests-per-minute; the key's position goes into the
+request's state for the concurrent-chat limit (chats, and MCP tool calls) and for the
+MCP session limits. `KeyLimits` decides (clock injected, no I/O).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.auth import KeyChecker
@@ -23,6 +25,13 @@ from gateway.writer import Tally, error_response, outcome_of
 
 #: The chat route: a refusal here is also a chat request with mode ``none``.
 CHAT_PATH = "/v1/chat/completions"
+#: The MCP endpoint: refusals are answered as JSON-RPC errors.
+MCP_PATH = "/mcp"
+
+
+def needs_key(path: str) -> bool:
+    """Whether requests to ``path`` need an access key (the API and the MCP endpoint)."""
+    return path.startswith("/v1/") or path == MCP_PATH
 
 
 @dataclass
@@ -34,7 +43,19 @@ class _Bucket:
 
 class KeyLimits:
     """Per-key requests per minute (a token bucket that holds one minute's worth) and
-    concurrent chats. A limit of 0 is off."""
+    concurrent chats. A limit of 0 is off.
+
+    # Security
+    Rule: one access key gets at most ``chats_per_key`` chats at once and
+    ``requests_per_minute_per_key`` API requests a minute (429 with Retry-After past
+    either); on by default wherever keys are configured.
+    Threat: one leaked or greedy key keeping every engine and the fetcher busy for all
+    other users.
+    Callers may rely on: `admit` and `chat` raise `RateLimitError` past the limits and
+    never for another key. Proved by ``test_a_key_over_its_concurrent_chats_gets_429`` and
+    ``test_a_key_over_its_requests_per_minute_gets_429_with_retry_after`` in
+    ``tests/gateway/test_findings.py``.
+    """
 
     def __init__(
         self,
@@ -99,15 +120,17 @@ class Access:
     """ASGI middleware: the key check and requests-per-minute of every API route.
 
     # Security
-    Rule: every ``/v1/`` route needs ``Authorization: Bearer <key>`` with a configured
-    key; the check runs here, once, before routing, so no handler can forget it.
+    Rule: every ``/v1/`` route and ``/mcp`` need ``Authorization: Bearer <key>`` with a
+    configured key; the check runs here, once, before routing, so no handler can forget
+    it.
     Threat: an open model and tool loop on an address others can reach; a handler added
-    later without its own check.
-    Callers may rely on: a request reaching a ``/v1/`` handler carried a configured key
-    (or none are configured, which settings allow only on loopback), and its position is
-    ``scope["state"]["key"]``. ``/healthz`` and ``/metrics`` need no key.
+    later without its own check; the research tools over MCP used without a key.
+    Callers may rely on: a request reaching a ``/v1/`` handler or the MCP endpoint carried
+    a configured key (or none are configured, which settings allow only on loopback), and
+    its position is ``scope["state"]["key"]``. ``/healthz`` and ``/metrics`` need no key.
     Proved by ``test_api_routes_need_the_key`` and ``test_unknown_api_routes_need_the_key``
-    in ``tests/gateway/test_app.py``.
+    in ``tests/gateway/test_app.py``, and ``test_a_wrong_or_missing_key_is_refused`` in
+    ``tests/e2e/test_mcp.py``.
     """
 
     def __init__(
@@ -119,7 +142,7 @@ class Access:
         self._metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+        if scope["type"] != "http" or not needs_key(scope["path"]):
             await self._app(scope, receive, send)
             return
         authorization = None
@@ -133,6 +156,12 @@ class Access:
         except GatewayError as exc:
             if scope["path"] == CHAT_PATH:
                 Tally(self._metrics).close(outcome_of(exc), exc)
+            if scope["path"] == MCP_PATH:
+                reason = "rate_limited" if isinstance(exc, RateLimitError) else "auth"
+                self._metrics.mcp_refused.labels(reason).inc()
+                rpc = JSONResponse(exc.rpc_body(), status_code=exc.status, headers=exc.headers())
+                await rpc(scope, receive, send)
+                return
             await error_response(exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["key"] = key

@@ -2,17 +2,20 @@
 
 `create_app` builds what needs no I/O at once (key checker, limits, metrics) and the rest
 in the lifespan (the shared engine HTTP client, model directory, the SearXNG client on its
-own HTTP client, one fetcher client per target, the research tools on them, health), into
-one `gateway.services.Services` that handlers receive complete; the lifespan closes every
-client it built. Routes:
+own HTTP client, one fetcher client per target, the research tools on them, health, the
+MCP endpoint on the same tools), into one `gateway.services.Services` that handlers
+receive complete; the lifespan closes every client it built. Routes:
 ``POST /v1/chat/completions`` and ``GET /v1/models`` (behind the key check of
-`gateway.access.Access`), ``GET /healthz`` and ``GET /metrics`` (Routes, not Mounts: a
-Mount redirects ``/metrics`` to ``/metrics/``). Handlers live in `gateway.handlers`.
+`gateway.access.Access`), ``/mcp`` (the research tools over MCP, `gateway.mcp_http`:
+behind the Origin check of `gateway.mcp_http.McpOriginGuard` and the same key check),
+``GET /healthz`` and ``GET /metrics`` (Routes, not Mounts: a Mount redirects ``/metrics``
+to ``/metrics/``). Handlers live in `gateway.handlers`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -30,9 +33,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fetcher.client import DEFAULT_TIMEOUT as FETCH_TIMEOUT
 from fetcher.client import FetcherClient
-from gateway import handlers
+from gateway import fetch_rules, handlers, prompts
 from gateway import searxng as searxng_client
-from gateway.access import Access, KeyLimits
+from gateway.access import MCP_PATH, Access, KeyLimits
 from gateway.auth import KeyChecker
 from gateway.drain import Drain
 from gateway.engine import EngineClient
@@ -45,6 +48,10 @@ from gateway.health import (
     not_checked,
 )
 from gateway.loop import FilterFactory, RequiredMemory, default_filter
+from gateway.mcp_http import McpEndpoint, McpOriginGuard
+from gateway.mcp_origin import OriginPolicy
+from gateway.mcp_sessions import McpSessions
+from gateway.mcp_tools import McpTools
 from gateway.metrics import GatewayMetrics
 from gateway.models import ModelDirectory
 from gateway.page import page_routes
@@ -65,8 +72,8 @@ log = logging.getLogger("gateway")
 
 Handler = Callable[[Request, Services], Awaitable[ASGIApp]]
 
-#: Engine connections kept open beyond the chat limit (model look-ups, health probes).
-_SPARE_CONNECTIONS = 64
+#: Connections of the shared httpx client (model look-ups and health probes only).
+_LOOKUP_CONNECTIONS = 64
 #: Most connections to SearXNG at once (a search waits for a free one beyond this).
 _SEARXNG_CONNECTIONS = 128
 
@@ -83,6 +90,15 @@ class _Endpoint:
         assert isinstance(services, Services)
         response = await self._handler(Request(scope, receive), services)
         await response(scope, receive, send)
+
+
+class _McpRoute:
+    """The ``/mcp`` route: the lifespan's MCP endpoint (built on the lifespan's tools)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        services = scope["state"]["services"]
+        assert isinstance(services, Services)
+        await services.mcp(scope, receive, send)
 
 
 def _state(part: dict[str, Any]) -> str:
@@ -165,6 +181,7 @@ def create_app(
     )
     drain = drain if drain is not None else Drain()
     given_tools = None if tools is None else tuple(tools)
+    slots = ChatSlots(limits.max_chats)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -179,17 +196,17 @@ def create_app(
                         write=timeouts.engine_connect,
                         pool=timeouts.engine_connect,
                     ),
-                    # One connection per chat the gateway may serve, and spares: the pool
-                    # is never the limit below the chat limit.
-                    limits=httpx.Limits(
-                        max_connections=limits.max_chats + _SPARE_CONNECTIONS,
-                        max_keepalive_connections=min(limits.max_chats, 256),
-                    ),
+                    # Only model look-ups and health probes use this client (chats have
+                    # their own connections: gateway.engine_http).
+                    limits=httpx.Limits(max_connections=_LOOKUP_CONNECTIONS),
                     # Proxy variables must not reroute engine traffic.
                     trust_env=False,
                 )
                 await stack.enter_async_context(http)
-            engines = EngineClient(http)
+            engines = EngineClient(
+                http, connect_timeout=timeouts.engine_connect, read_timeout=timeouts.engine_read
+            )
+            stack.callback(engines.close)
             models = ModelDirectory(
                 settings.engines,
                 engines,
@@ -228,6 +245,8 @@ def create_app(
                     FetchPages(fetchers, deadline=fetch_deadline),
                 )
             )
+            mcp = _mcp_endpoint(settings, toolbox, metrics, slots, key_limits, drain)
+            await stack.enter_async_context(mcp.running())
             health = Health(
                 models,
                 fetcher_probe if fetcher_probe is not None else FetcherHealth(fetchers),
@@ -243,9 +262,10 @@ def create_app(
                 tools=toolbox,
                 filter_factory=filter_factory,
                 memory=RequiredMemory(),
-                slots=ChatSlots(limits.max_chats),
+                slots=slots,
                 key_limits=key_limits,
                 drain=drain,
+                mcp=mcp,
             )
             for engine in settings.engines:
                 log.info("engine %s configured", engine.label)
@@ -268,12 +288,60 @@ def create_app(
             Route("/healthz", _Endpoint(handlers.healthz), methods=["GET"]),
             Route("/metrics", _Endpoint(handlers.metrics), methods=["GET"]),
             *page_routes(),
+            # Every method: the transport uses POST, GET and DELETE, and answers the rest.
+            Route(MCP_PATH, _McpRoute()),
         ],
         middleware=[
             Middleware(
+                McpOriginGuard,
+                policy=OriginPolicy.of(settings.mcp.allowed_origins),
+                metrics=metrics,
+            ),
+            Middleware(
                 Access, keys=KeyChecker(settings.api_keys), limits=key_limits, metrics=metrics
-            )
+            ),
         ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
+
+
+def _mcp_endpoint(
+    settings: Settings,
+    tools: ToolBox,
+    metrics: GatewayMetrics,
+    slots: ChatSlots,
+    key_limits: KeyLimits,
+    drain: Drain,
+) -> McpEndpoint:
+    """The research tools over MCP: the chat loop's tool objects, one ledger and one pair
+    of budgets per session."""
+    sessions = McpSessions(
+        per_key=settings.mcp.sessions_per_key,
+        max_sessions=settings.mcp.max_sessions,
+        idle=settings.mcp.session_idle,
+        budgets=settings.budgets,
+    )
+    server = McpTools(
+        tools,
+        sessions,
+        # Over MCP no user messages reach the gateway: rule 1 allows only the session's
+        # search results, and the fetch tool says so.
+        descriptions={fetch_rules.NAME: prompts.FETCH_DESCRIPTION_MCP},
+        tool_timeout=settings.timeouts.tool,
+        metrics=metrics,
+        slots=slots,
+        key_limits=key_limits,
+        drain=drain,
+        version=_version(),
+    )
+    return McpEndpoint(
+        server, sessions, metrics=metrics, drain=drain, max_body_bytes=settings.max_body_bytes
+    )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tigress")
+    except importlib.metadata.PackageNotFoundError:
+        return ""

@@ -55,7 +55,8 @@ class CallFragment:
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is built per token, and a frozen dataclass's __init__ costs more.
+@dataclass(slots=True)
 class EngineChunk:
     """What the loop needs of one engine chunk.
 
@@ -72,16 +73,13 @@ class EngineChunk:
     usage: UsageCounts | None = None
 
 
-_EMPTY = EngineChunk()
-
-
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def parse_usage(value: object) -> UsageCounts | None:
     """An OpenAI ``usage`` object, or None when it is not one."""
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         return None
     return UsageCounts(
         _int(value.get("prompt_tokens")),
@@ -91,13 +89,13 @@ def parse_usage(value: object) -> UsageCounts | None:
 
 
 def _fragment(raw: object) -> CallFragment | None:
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, dict):
         return None
     function = raw.get("function")
-    function = function if isinstance(function, Mapping) else {}
+    function = function if isinstance(function, dict) else {}
     index = raw.get("index")
     arguments = function.get("arguments")
-    if isinstance(arguments, Mapping):
+    if isinstance(arguments, dict):
         # Some engines send the whole object instead of JSON text.
         arguments = json.dumps(arguments)
     call_id, name = raw.get("id"), function.get("name")
@@ -111,13 +109,14 @@ def _fragment(raw: object) -> CallFragment | None:
 
 def parse_chunk(obj: Mapping[str, Any]) -> EngineChunk:
     """The typed view of one decoded chunk (only the first choice is read: the loop
-    never asks for ``n > 1``)."""
+    never asks for ``n > 1``). Decoded JSON holds plain dicts, so the checks are for
+    ``dict`` (an ABC check per token is measurable)."""
     usage = parse_usage(obj.get("usage"))
     choices = obj.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
-    delta = choice.get("delta") if isinstance(choice, Mapping) else None
-    if not isinstance(delta, Mapping):
-        return _EMPTY if usage is None else EngineChunk(usage=usage)
+    delta = choice.get("delta") if isinstance(choice, dict) else None
+    if not isinstance(delta, dict):
+        return EngineChunk() if usage is None else EngineChunk(usage=usage)
     content = delta.get("content")
     reasoning = delta.get("reasoning_content")
     raw_calls = delta.get("tool_calls")

@@ -1,11 +1,13 @@
 """The OpenAI-compatible engine client (I/O): chat streams, pass-through, model lists.
 
-Every engine call goes through one shared ``httpx.AsyncClient`` (built in the composition
-root with timeouts and ``trust_env=False``), and every httpx exception is translated in
-one place, `engine_errors`, into the `gateway.errors.EngineError` tree, naming the engine
-by its label (configured name or address, never its key). A wait for a free connection
-of the gateway's own pool is the gateway's saturation, not the engine's fault: it
-becomes `gateway.errors.BusyError` (503), never a 504.
+Chat requests (the Web loop's rounds and pass-through) go over `gateway.engine_http`
+(httptools, bulk reads, kept-alive connections without a limit); model lists over one
+shared ``httpx.AsyncClient`` (built in the composition root with timeouts and
+``trust_env=False``). Errors are translated in one place, `engine_errors`, into the
+`gateway.errors.EngineError` tree, naming the engine by its label (configured name or
+address, never its key). A wait for a free connection of the httpx pool is the gateway's
+saturation, not the engine's fault: it becomes `gateway.errors.BusyError` (503), never a
+504.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import httpx
 
 from gateway.chunks import EngineChunk, parse_chunk
+from gateway.engine_http import EngineExchange, EnginePool, open_exchange
 from gateway.errors import (
     BusyError,
     EngineError,
@@ -27,7 +30,7 @@ from gateway.errors import (
     EngineUnreachableError,
 )
 from gateway.settings import EngineSettings
-from gateway.sse import SSEDecoder
+from gateway.sse import SSEDecoder, SSEEvent
 
 #: The most of an engine's error body read before giving up on it.
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -91,10 +94,30 @@ def error_from_payload(payload: Any) -> tuple[str, dict[str, Any]]:
 
 
 class EngineClient:
-    """Talks to engines over the shared HTTP client."""
+    """Talks to engines: chat streams on their own connections (`gateway.engine_http`),
+    model lists over the shared httpx client."""
 
-    def __init__(self, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self, http: httpx.AsyncClient, *, connect_timeout: float = 5.0, read_timeout: float = 300.0
+    ) -> None:
         self._http = http
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._pool = EnginePool()
+
+    def close(self) -> None:
+        """Close the kept-alive chat connections."""
+        self._pool.close()
+
+    async def _open(self, engine: EngineSettings, path: str, body: bytes) -> EngineExchange:
+        return await open_exchange(
+            engine,
+            path,
+            body,
+            pool=self._pool,
+            connect_timeout=self._connect_timeout,
+            read_timeout=self._read_timeout,
+        )
 
     async def chat_chunks(
         self, engine: EngineSettings, body: bytes
@@ -115,64 +138,83 @@ class EngineClient:
             EngineUnreachableError: No connection, or it broke.
             EngineTimeoutError: The engine went quiet past the timeout.
         """
-        with engine_errors(engine):
-            headers = _headers(engine) | {"Content-Type": "application/json"}
-            request = self._http.build_request(
-                "POST", f"{engine.url}/chat/completions", content=body, headers=headers
-            )
-            response = await self._http.send(request, stream=True)
-            try:
-                if response.status_code >= 400:
-                    raise await status_error(response)
+        exchange = await self._open(engine, "/chat/completions", body)
+        try:
+            with engine_errors(engine):
+                if exchange.status >= 400:
+                    raise await status_error(exchange)
                 decoder = SSEDecoder()
-                done = False
-                async for line in response.aiter_lines():
-                    if done:
-                        # Read to the end so the connection can be used again.
+                pending = b""
+                while data := await exchange.read():
+                    pending += data
+                    # Fast path: whole events that are one "data: {...}" line each, the
+                    # way every engine writes them; anything else goes line by line
+                    # through the decoder.
+                    cut = pending.rfind(b"\n\n") + 2 if b"\r" not in pending else 0
+                    if cut > 1 and decoder.idle:
+                        events, pending = pending[:cut], pending[cut:]
+                        for block in events.split(b"\n\n"):
+                            if not block:
+                                continue
+                            if block.startswith(b"data: {") and b"\n" not in block:
+                                try:
+                                    payload = json.loads(block[6:])
+                                except (ValueError, RecursionError):
+                                    continue
+                                if "error" in payload:
+                                    raise EngineStreamError(error_from_payload(payload)[0])
+                                yield parse_chunk(payload)
+                                continue
+                            if block == b"data: [DONE]":
+                                await _finish(exchange)
+                                return
+                            for line in (*block.split(b"\n"), b""):
+                                event = decoder.feed(line.decode("utf-8", "replace"))
+                                if event is None:
+                                    continue
+                                for chunk in _chunks(event):
+                                    if chunk is None:
+                                        await _finish(exchange)
+                                        return
+                                    yield chunk
                         continue
-                    event = decoder.feed(line)
-                    if event is None:
-                        continue
-                    for payload in _payloads(event.data):
-                        if payload == "[DONE]":
-                            done = True
-                            break
-                        if event.error or (isinstance(payload, dict) and "error" in payload):
-                            raise EngineStreamError(error_from_payload(payload)[0])
-                        if isinstance(payload, dict):
-                            yield parse_chunk(payload)
-                if done:
-                    return
+                    lines = pending.split(b"\n")
+                    pending = lines.pop()
+                    for line in lines:
+                        event = decoder.feed(line.rstrip(b"\r").decode("utf-8", "replace"))
+                        if event is None:
+                            continue
+                        for chunk in _chunks(event):
+                            if chunk is None:
+                                await _finish(exchange)
+                                return
+                            yield chunk
+                if pending:
+                    decoder.feed(pending.rstrip(b"\r").decode("utf-8", "replace"))
                 event = decoder.close()
                 if event is not None:
-                    for payload in _payloads(event.data):
-                        if event.error or (isinstance(payload, dict) and "error" in payload):
-                            raise EngineStreamError(error_from_payload(payload)[0])
-                        if isinstance(payload, dict):
-                            yield parse_chunk(payload)
-            finally:
-                await response.aclose()
+                    for chunk in _chunks(event):
+                        if chunk is None:
+                            return
+                        yield chunk
+        finally:
+            exchange.close()
 
     @asynccontextmanager
     async def open(
         self, engine: EngineSettings, path: str, body: bytes
-    ) -> AsyncIterator[httpx.Response]:
-        """Send a POST for pass-through and yield the response with its body unread.
+    ) -> AsyncIterator[EngineExchange]:
+        """Send a POST for pass-through and yield the answer with its body unread.
 
         Raises:
             EngineUnreachableError: No connection.
             EngineTimeoutError: No answer in time.
         """
-        headers = _headers(engine) | {"Content-Type": "application/json"}
-        with engine_errors(engine):
-            request = self._http.build_request(
-                "POST", f"{engine.url}{path}", content=body, headers=headers
-            )
-            response = await self._http.send(request, stream=True)
+        exchange = await self._open(engine, path, body)
         try:
-            yield response
+            yield exchange
         finally:
-            await response.aclose()
+            exchange.close()
 
     async def list_models(self, engine: EngineSettings, *, wait: float | None = None) -> list[str]:
         """The model names the engine's ``/models`` lists.
@@ -202,32 +244,50 @@ class EngineClient:
             raise error from exc
 
 
-async def status_error(response: httpx.Response) -> EngineStatusError:
+async def status_error(exchange: EngineExchange) -> EngineStatusError:
     """The error for an engine's error status, with its body's message and its
     ``Retry-After``."""
-    error = await _status_error(response)
-    error.retry_after = response.headers.get("retry-after")
+    raw = await exchange.read_all(_ERROR_BODY_LIMIT)
+    error = _status_error(exchange.status, raw)
+    error.retry_after = exchange.headers.get("retry-after")
     return error
 
 
-async def _status_error(response: httpx.Response) -> EngineStatusError:
-    raw = b""
-    async for part in response.aiter_bytes():
-        raw += part
-        if len(raw) > _ERROR_BODY_LIMIT:
-            break
+def _status_error(status: int, raw: bytes) -> EngineStatusError:
     try:
         payload = json.loads(raw[:_ERROR_BODY_LIMIT])
     except (ValueError, RecursionError):
         payload = None
     if payload is None:
         text = raw[:200].decode("utf-8", "replace").strip()
-        message = f"The model engine answered {response.status_code}" + (
-            f": {text}" if text else "."
-        )
-        return EngineStatusError(response.status_code, None, message)
+        message = f"The model engine answered {status}" + (f": {text}" if text else ".")
+        return EngineStatusError(status, None, message)
     message, error = error_from_payload(payload)
-    return EngineStatusError(response.status_code, {"error": error}, message)
+    return EngineStatusError(status, {"error": error}, message)
+
+
+async def _finish(exchange: EngineExchange) -> None:
+    """Read past ``[DONE]`` to the end of the body, so the connection can be kept."""
+    while await exchange.read():
+        pass
+
+
+def _chunks(event: SSEEvent) -> list[EngineChunk | None]:
+    """The chunks of one event (None for ``[DONE]``, ending the list).
+
+    Raises:
+        EngineStreamError: The event is an error.
+    """
+    out: list[EngineChunk | None] = []
+    for payload in _payloads(event.data):
+        if payload == "[DONE]":
+            out.append(None)
+            return out
+        if event.error or (isinstance(payload, dict) and "error" in payload):
+            raise EngineStreamError(error_from_payload(payload)[0])
+        if isinstance(payload, dict):
+            out.append(parse_chunk(payload))
+    return out
 
 
 def _payloads(data: str) -> list[Any]:

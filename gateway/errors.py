@@ -3,7 +3,7 @@
 Every error the gateway raises on purpose derives from one base class, so the HTTP layer
 can turn any of them into the OpenAI error shape (``{"error": {"message", "type",
 "code"}}``) with the right status, before streaming began, or as a final stream event
-after::
+after (``/mcp`` answers the same errors as JSON-RPC error bodies, `GatewayError.rpc_body`)::
 
     GatewayError                      base: status, OpenAI type and code, a safe message
     ├── RequestError                  the client's request is wrong (400)
@@ -46,6 +46,12 @@ class GatewayError(Exception):
     def headers(self) -> dict[str, str]:
         """Extra response headers (``Retry-After``, ``WWW-Authenticate``)."""
         return {}
+
+    def rpc_body(self) -> dict[str, Any]:
+        """The JSON-RPC error body for this error, as ``/mcp`` answers before the MCP layer
+        (no request id known; ``-32600``, invalid request, the code the MCP SDK uses for
+        refusals at the HTTP level)."""
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": self.message}}
 
 
 class RequestError(GatewayError):

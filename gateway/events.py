@@ -3,10 +3,11 @@
 Under the Web switch the loop (`gateway.loop`) yields `Content`, `Reasoning`,
 `ToolEvent`, `Usage` and the bookkeeping events `RoundStarted` and `CallEnded`; in
 pass-through the relay (`gateway.proxy`) yields `Raw` pieces of the engine's own bytes.
-A source ends by returning, by raising a `gateway.errors.GatewayError`, or by yielding
-`End` itself (the proxy, after an engine error body it has passed on). `gateway.writer`
+A source ends by returning or by raising a `gateway.errors.GatewayError` (the pump turns
+either into `End`; a source may also yield `End` itself). `gateway.writer`
 is the only reader: it turns the events into SSE or one body, and records every metric
-as they pass.
+as they pass. The per-token ones (`Content`, `Reasoning`, `Raw`) are not frozen: a frozen
+dataclass's ``__init__`` costs more, and nothing changes an event once made.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from gateway.errors import GatewayError
 from gateway.tool_events import ThorEvent
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Content:
     """Visible answer text (one engine token, or a few)."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reasoning:
     """``reasoning_content`` from the engine, unchanged."""
 
@@ -46,7 +47,7 @@ class Usage:
     counts: UsageCounts
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Raw:
     """Bytes of the engine's answer, forwarded unchanged: whole SSE events (a stream) or
     a piece of its body (an answer that is not a stream).

@@ -8,6 +8,7 @@ key was checked before any of them runs (`gateway.access.Access`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -18,7 +19,7 @@ from starlette.types import ASGIApp
 
 from gateway import sse
 from gateway.errors import BodyTimeoutError, BodyTooLargeError, GatewayError, RequestError
-from gateway.events import End, Raw
+from gateway.events import End, Raw, StreamEvent
 from gateway.loop import ChatTurn, LoopOptions
 from gateway.metrics import Outcome
 from gateway.proxy import proxy_events
@@ -134,7 +135,9 @@ async def _answer(request: Request, services: Services, chat: ChatRequest, tally
         raise
 
 
-def _source(services: Services, chat: ChatRequest, engine: EngineSettings) -> Any:
+def _source(
+    services: Services, chat: ChatRequest, engine: EngineSettings
+) -> AsyncGenerator[StreamEvent, None]:
     if not chat.web:
         return proxy_events(services.engines, engine, chat.engine_body())
     settings = services.settings

@@ -51,7 +51,15 @@ from gateway.rounds import (
 )
 from gateway.settings import Budgets, EngineSettings
 from gateway.tool_events import Sources, ThorEvent
-from gateway.tools import ToolBox, ToolContext, ToolOutcome, ToolResult
+from gateway.tools import (
+    ToolBox,
+    ToolContext,
+    ToolOutcome,
+    ToolResult,
+    failed,
+    no_result,
+    timed_out,
+)
 from gateway.tooltext import FilterOutput, TextToolFilter
 
 log = logging.getLogger(__name__)
@@ -403,15 +411,8 @@ class ChatTurn:
                     if isinstance(item, ToolResult):
                         return item
                     events.put_nowait(item)
-            return ToolResult(
-                prompts.TOOL_FAILED.format(name=call.name, problem="no result"), ToolOutcome.ERROR
-            )
+            return no_result(call.name)
         except TimeoutError:
-            return ToolResult(prompts.TOOL_TIMEOUT.format(name=call.name), ToolOutcome.TIMEOUT)
+            return timed_out(call.name)
         except Exception as exc:
-            # The exception's text may hold page or user text: log its type only.
-            log.warning("tool %s failed: %s", call.name, type(exc).__name__)
-            return ToolResult(
-                prompts.TOOL_FAILED.format(name=call.name, problem=type(exc).__name__),
-                ToolOutcome.ERROR,
-            )
+            return failed(call.name, exc, interface="chat")

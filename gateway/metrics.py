@@ -2,9 +2,10 @@
 
 Every label value comes from a closed set: no model text, address or user text. Tool
 names are those of registered tools; anything else the model invents is ``unknown``.
-Only `gateway.writer` records chat metrics (as events pass), the connection guard
-(`gateway.serving`) its own, and the web_search tool (`gateway.research_tools`) the
-SearXNG failures it meets.
+Only `gateway.writer` records chat metrics (as events pass), the MCP endpoint
+(`gateway.mcp_http`, `gateway.mcp_tools`) its own and its tool calls (``interface="mcp"``),
+the connection guard (`gateway.serving`) its own, and the web_search tool
+(`gateway.research_tools`) the SearXNG failures it meets.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ class GatewayMetrics:
         )
         self.tool_calls = Counter(
             "tigress_gateway_tool_calls_total",
-            "Tool calls by tool and outcome (duplicate and malformed calls included).",
-            ["tool", "outcome"],
+            "Tool calls by interface (chat, mcp), tool and outcome (duplicate and malformed "
+            "calls included).",
+            ["interface", "tool", "outcome"],
             registry=registry,
         )
         self.first_token = Histogram(
@@ -92,6 +94,28 @@ class GatewayMetrics:
             "Client connections the gateway closed itself, by reason (limit: over "
             "max_connections; header_timeout: no whole request head in time).",
             ["reason"],
+            registry=registry,
+        )
+        self.mcp_sessions = Gauge(
+            "tigress_gateway_mcp_sessions", "MCP sessions open now.", registry=registry
+        )
+        self.mcp_session_events = Counter(
+            "tigress_gateway_mcp_session_events_total",
+            "MCP sessions opened, closed by their client, expired (idle), ended by the "
+            "gateway (shutdown), and refused by reason (key_limit, full).",
+            ["event"],
+            registry=registry,
+        )
+        self.mcp_refused = Counter(
+            "tigress_gateway_mcp_refused_requests_total",
+            "Requests to /mcp refused before the MCP layer, by reason (origin, auth, "
+            "rate_limited, protocol_version, unknown_session, too_large, shutdown).",
+            ["reason"],
+            registry=registry,
+        )
+        self.mcp_tool_calls_running = Gauge(
+            "tigress_gateway_mcp_tool_calls_running",
+            "MCP tool calls running now.",
             registry=registry,
         )
         self.inflight = Gauge(

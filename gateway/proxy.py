@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-import httpx
-
 from gateway import sse
 from gateway.engine import EngineClient, engine_errors, error_from_payload, status_error
+from gateway.engine_http import EngineExchange
 from gateway.events import Raw
 from gateway.settings import EngineSettings
 
@@ -29,7 +28,7 @@ def _is_done(events: bytes) -> bool:
     return b"data: [DONE]" in events or b"data:[DONE]" in events
 
 
-async def relay(response: httpx.Response, engine: EngineSettings) -> AsyncGenerator[Raw, None]:
+async def relay(response: EngineExchange, engine: EngineSettings) -> AsyncGenerator[Raw, None]:
     """Forward an engine's SSE body, whole events at a time, as they arrive.
 
     Raises:
@@ -39,7 +38,7 @@ async def relay(response: httpx.Response, engine: EngineSettings) -> AsyncGenera
     buffer = b""
     done = False
     with engine_errors(engine):
-        async for part in response.aiter_raw():
+        while part := await response.read():
             buffer = buffer + part if buffer else part
             cut = sse.boundary(buffer)
             if not cut:
@@ -70,13 +69,15 @@ async def proxy_events(
         EngineError: It could not be reached, broke off or went quiet.
     """
     async with client.open(engine, "/chat/completions", body) as response:
-        if response.status_code >= 400:
+        if response.status >= 400:
             with engine_errors(engine):
                 raise await status_error(response)
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             async for piece in relay(response, engine):
                 yield piece
             return
+        parts: list[bytes] = []
         with engine_errors(engine):
-            whole = b"".join([part async for part in response.aiter_raw()])
-        yield Raw(whole, body=True)
+            while part := await response.read():
+                parts.append(part)
+        yield Raw(b"".join(parts), body=True)

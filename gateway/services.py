@@ -12,6 +12,7 @@ from gateway.engine import EngineClient
 from gateway.errors import BusyError
 from gateway.health import Health
 from gateway.loop import FilterFactory, RequiredMemory
+from gateway.mcp_http import McpEndpoint
 from gateway.metrics import GatewayMetrics
 from gateway.models import ModelDirectory
 from gateway.settings import Settings
@@ -63,3 +64,4 @@ class Services:
     slots: ChatSlots
     key_limits: KeyLimits
     drain: Drain
+    mcp: McpEndpoint

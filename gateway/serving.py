@@ -14,7 +14,9 @@ httptools protocol (its documented ``http=`` class setting):
 - **Maximum connections** (``limits.max_connections``): a connection past the limit gets
   a 503 OpenAI error with ``Retry-After`` and is closed at once, counted in a metric,
   never logged one by one.
-- **Malformed HTTP** gets a 400 OpenAI error body.
+- **Malformed HTTP** gets a 400 OpenAI error body, and so does a request head (URL and
+  header lines) over 64 KiB; uvicorn's warning per malformed request goes through the
+  same rate limit as the accept errors below.
 - **Descriptor limit**: start-up raises the soft ``RLIMIT_NOFILE`` to the hard limit,
   and keeps ``max_connections`` under half of it (each chat also holds an engine
   connection); if the limit is still reached, `AcceptFloodFilter` lets asyncio's
@@ -48,8 +50,12 @@ from gateway.settings import Settings
 
 #: File descriptors kept free for everything that is not a client connection.
 _FD_RESERVE = 64
-#: Seconds between two accept-error log lines at the descriptor limit.
+#: Seconds between two log lines of one flooding kind.
 _FLOOD_INTERVAL = 10.0
+#: The most a request head (target and header lines) may take.
+MAX_HEAD_BYTES = 64 * 1024
+#: Log messages a client can cause at will, let through once per interval.
+_FLOODING = ("out of system resource", "Too many open files", "Invalid HTTP request")
 
 
 def _error_response(status: int, reason: bytes, message: str, code: str, extra: bytes) -> bytes:
@@ -84,7 +90,22 @@ class ConnectionGuard:
 
 class GuardedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with the header timeout, the connection cap and an
-    OpenAI-shaped 400 (see the module docstring). Built per server by `protocol_for`."""
+    OpenAI-shaped 400 (see the module docstring). Built per server by `protocol_for`.
+
+    # Security
+    Rule: a connection must deliver each request head within ``client_header`` seconds,
+    and at most ``max_connections`` are served at once; the excess is answered 503 and
+    closed without a log line.
+    Threat: slow-header clients (slowloris) or a flood of connections holding every file
+    descriptor, so real users cannot connect and the log drowns.
+    Callers may rely on: no connection stays open idle or half-sent past the header
+    timeout, and open connections never exceed the cap. Proved by
+    ``test_a_request_head_that_does_not_arrive_in_time_is_closed`` and
+    ``test_connections_past_the_limit_get_503_and_are_closed`` in
+    ``tests/gateway/test_serving.py``, and
+    ``test_at_the_descriptor_limit_the_gateway_keeps_serving_without_a_log_flood`` in
+    ``tests/gateway/test_process.py``.
+    """
 
     guard: ClassVar[ConnectionGuard]
 
@@ -92,6 +113,7 @@ class GuardedProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self._refused = False
         self._head_timer: asyncio.TimerHandle | None = None
+        self._head_bytes = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         guard = self.guard
@@ -133,7 +155,22 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._head_bytes = 0
         self._arm_head_timer()
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value))
+        super().on_header(name, value)
+
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > MAX_HEAD_BYTES:
+            # Raised inside the parser: uvicorn answers it as malformed (our JSON 400).
+            raise ValueError("request head too large")
 
     def on_headers_complete(self) -> None:
         self._cancel_head_timer()
@@ -150,29 +187,31 @@ def protocol_for(guard: ConnectionGuard) -> type[GuardedProtocol]:
 
 
 class AcceptFloodFilter(logging.Filter):
-    """Lets the "accept() out of system resource" error through once per period, with
-    how many were held back, instead of a traceback per failed accept."""
+    """Lets log records a client can cause at will (asyncio's "accept() out of system
+    resource" at the descriptor limit, uvicorn's "Invalid HTTP request received.")
+    through once per period per kind, with how many were held back, and without a
+    traceback."""
 
     def __init__(self, clock: Any = time.monotonic) -> None:
         super().__init__()
         self._clock = clock
-        self._last = float("-inf")
-        self._held = 0
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if "out of system resource" not in message and "Too many open files" not in message:
+        kind = next((k for k in _FLOODING if k in message), None)
+        if kind is None:
             return True
         now = self._clock()
-        if now - self._last < _FLOOD_INTERVAL:
-            self._held += 1
+        if now - self._last.get(kind, float("-inf")) < _FLOOD_INTERVAL:
+            self._held[kind] = self._held.get(kind, 0) + 1
             return False
-        self._last = now
-        record.msg = f"{message} (at the file descriptor limit; {self._held} more held back)"
+        self._last[kind] = now
+        record.msg = f"{message} ({self._held.pop(kind, 0)} more held back)"
         record.args = ()
         record.exc_info = None
         record.exc_text = None
-        self._held = 0
         return True
 
 

@@ -34,6 +34,12 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     chats_per_key = 16                         # per key; 0 = off (default 0 without keys)
     requests_per_minute_per_key = 600          # per key; 0 = off (default 0 without keys)
 
+    [mcp]                                      # the MCP endpoint at /mcp (README: MCP)
+    sessions_per_key = 8                       # per key; 0 = off (default 0 without keys)
+    max_sessions = 256                         # open sessions in all
+    session_idle = 900                         # seconds without a request before one expires
+    allowed_origins = ["http://127.0.0.1:8080"]   # browser pages that may call /mcp
+
     [timeouts]                                 # seconds
     engine_connect = 5
     engine_read = 300
@@ -159,6 +165,29 @@ class Limits:
     requests_per_minute_per_key: int = 0
 
 
+@dataclass(frozen=True)
+class McpSettings:
+    """The MCP endpoint (``/mcp``): its sessions and the browser pages that may use it.
+
+    Attributes:
+        sessions_per_key: Sessions one access key may have open (0 is off); past it a new
+            session is refused with 429.
+        max_sessions: Sessions open in all; past it a new session is refused with 503.
+        session_idle: Seconds a session may go without a request in flight before it
+            expires (its ledger and budgets with it).
+        allowed_origins: Web origins (``scheme://host[:port]``) whose pages may call
+            ``/mcp`` from a browser; a request with any other ``Origin`` is refused (403).
+    """
+
+    sessions_per_key: int = 0
+    max_sessions: int = 256
+    session_idle: float = 900.0
+    allowed_origins: tuple[str, ...] = ()
+
+
+#: Sessions per key when keys are configured and the file says nothing.
+KEYED_MCP_SESSIONS_PER_KEY = 8
+
 #: Per-key limits when keys are configured and the file says nothing.
 KEYED_CHATS_PER_KEY = 16
 KEYED_REQUESTS_PER_MINUTE = 600
@@ -179,6 +208,7 @@ class Settings:
     budgets: Budgets = Budgets()
     timeouts: Timeouts = Timeouts()
     limits: Limits = Limits()
+    mcp: McpSettings = McpSettings()
     #: Let engines fetch media addresses in messages themselves (see README: the risk).
     allow_media_urls: bool = False
 
@@ -204,7 +234,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     toml = _Source(table, f"{config_path}")
 
     known = {"listen", "engine_url", "api_keys", "api_keys_file", "max_body_bytes", "media_urls"}
-    known |= {"limits"}
+    known |= {"limits", "mcp"}
     # The [fetcher] table is the fetcher process's own section of a shared file.
     known |= {"searxng_url", "fetcher_target", "fetcher", "engines", "budgets", "timeouts"}
     known |= {"searxng_results"}
@@ -268,6 +298,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "requests_per_minute_per_key", KEYED_REQUESTS_PER_MINUTE if keyed else 0, minimum=0
         ),
     )
+    mcp = _mcp(toml, env, keyed=keyed)
     media = toml.str_("media_urls", "refuse")
     if media not in ("refuse", "allow"):
         raise SettingsError(f'{config_path}: media_urls must be "refuse" or "allow"')
@@ -283,8 +314,49 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         budgets=budgets,
         timeouts=timeouts,
         limits=limits,
+        mcp=mcp,
         allow_media_urls=media == "allow",
     )
+
+
+def _mcp(toml: _Source, env: Mapping[str, str], *, keyed: bool) -> McpSettings:
+    table = toml.sub("mcp", {"sessions_per_key", "max_sessions", "session_idle", "allowed_origins"})
+    if env.get("TIGRESS_MCP_ALLOWED_ORIGINS") is not None:
+        where = "TIGRESS_MCP_ALLOWED_ORIGINS"
+        raw: Any = [o.strip() for o in env[where].split(",") if o.strip()]
+    else:
+        where = f"{toml.origin}: mcp.allowed_origins"
+        raw = table.table.get("allowed_origins", [])
+    if not isinstance(raw, list) or not all(isinstance(o, str) for o in raw):
+        raise SettingsError(f"{where} must be a list of origins")
+    origins = tuple(_check_origin(o, where) for o in raw)
+    return McpSettings(
+        sessions_per_key=table.int_(
+            "sessions_per_key", KEYED_MCP_SESSIONS_PER_KEY if keyed else 0, minimum=0
+        ),
+        max_sessions=table.int_("max_sessions", McpSettings.max_sessions, minimum=1),
+        session_idle=table.float_("session_idle", McpSettings.session_idle),
+        allowed_origins=origins,
+    )
+
+
+def _check_origin(value: str, where: str) -> str:
+    """An origin as browsers send it: ``scheme://host[:port]``, nothing after."""
+    parts = urlsplit(value)
+    try:
+        _ = parts.port
+    except ValueError as exc:
+        raise SettingsError(f"{where}: {value!r} has a bad port") from exc
+    if (
+        parts.scheme not in {"http", "https"}
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or "@" in parts.netloc
+    ):
+        raise SettingsError(f"{where}: {value!r} is not an origin (scheme://host[:port])")
+    return value
 
 
 def _fetcher_listen(table: dict[str, Any]) -> str | None:

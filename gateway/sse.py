@@ -73,6 +73,11 @@ class SSEDecoder:
         """End of stream: dispatch what a missing blank line left behind."""
         return self._dispatch()
 
+    @property
+    def idle(self) -> bool:
+        """Nothing of an event is held (the next line starts a new one)."""
+        return not (self._data or self._error or self._event)
+
     def _dispatch(self) -> SSEEvent | None:
         data, error, event = self._data, self._error, self._event
         self._data, self._error, self._event = [], [], ""

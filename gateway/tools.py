@@ -21,18 +21,25 @@ A minimal tool::
             yield ToolResult(f"You said {arguments['query']}")
 
 A tool may raise: the loop turns an exception into a tool message naming only its type
-(its text may hold page or user text) and the outcome ``error``.
+(its text may hold page or user text) and the outcome ``error``. The chat loop
+(`gateway.loop`) and the MCP endpoint (`gateway.mcp_tools`) both run calls this way; the
+results they give for a tool that failed, went quiet or ended without a result come from
+`failed`, `timed_out` and `no_result` here, so both interfaces say the same.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway import prompts
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.tool_events import ThorEvent
+
+log = logging.getLogger(__name__)
 
 
 class ToolOutcome(enum.StrEnum):
@@ -95,6 +102,31 @@ class Tool(Protocol):
     ) -> AsyncGenerator[ToolItem, None]:
         """Run one call: yield events as they happen, then one `ToolResult`."""
         ...
+
+
+def failed(name: str, error: BaseException, *, interface: str) -> ToolResult:
+    """The result of a call whose tool raised, logged by type only (its text may hold page
+    or user text).
+
+    Args:
+        name: The tool's name.
+        error: What it raised.
+        interface: ``chat`` or ``mcp``, for the log line.
+    """
+    log.warning("tool %s failed (%s): %s", name, interface, type(error).__name__)
+    return ToolResult(
+        prompts.TOOL_FAILED.format(name=name, problem=type(error).__name__), ToolOutcome.ERROR
+    )
+
+
+def timed_out(name: str) -> ToolResult:
+    """The result of a call stopped at the ``tool`` timeout."""
+    return ToolResult(prompts.TOOL_TIMEOUT.format(name=name), ToolOutcome.TIMEOUT)
+
+
+def no_result(name: str) -> ToolResult:
+    """The result of a call whose tool ended without yielding a `ToolResult`."""
+    return ToolResult(prompts.TOOL_FAILED.format(name=name, problem="no result"), ToolOutcome.ERROR)
 
 
 class ToolBox:

@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack, aclosing
 from typing import TypeVar
 
@@ -61,6 +61,8 @@ T = TypeVar("T")
 
 #: Events waiting for a slow client before the source itself waits.
 _QUEUE_SIZE = 256
+#: Tokens counted before they are added to the metric.
+_TOKEN_BATCH = 64
 #: Longest wait for cancelled work to wind down before the response gives up on it.
 _CLEANUP_SECONDS = 5.0
 
@@ -102,19 +104,31 @@ class Tally:
         self._started = clock()
         self._first_token = False
         self._rounds = 0
+        self._tokens = 0
         self._closed = False
         #: ``web``, ``proxy``, or ``none`` until the body said which.
         self.mode = "none"
         metrics.inflight.inc()
 
     def tokens(self, count: int) -> None:
-        """Model-written text went to the client; the first sets the time to first token."""
+        """Model-written text went to the client; the first sets the time to first token.
+
+        Counted here and added to the metric in batches (and at the close): a metric
+        update per token would cost more than relaying it.
+        """
         if not count:
             return
         if not self._first_token:
             self._first_token = True
             self._metrics.first_token.labels(self.mode).observe(self._clock() - self._started)
-        self._metrics.streamed_tokens.labels(self.mode).inc(count)
+        self._tokens += count
+        if self._tokens >= _TOKEN_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._tokens:
+            self._metrics.streamed_tokens.labels(self.mode).inc(self._tokens)
+            self._tokens = 0
 
     def see(self, event: StreamEvent) -> None:
         """Record what one event means for the metrics."""
@@ -125,7 +139,7 @@ class Tally:
         elif isinstance(event, RoundStarted):
             self._rounds += 1
         elif isinstance(event, CallEnded):
-            self._metrics.tool_calls.labels(event.tool, event.outcome).inc(event.count)
+            self._metrics.tool_calls.labels("chat", event.tool, event.outcome).inc(event.count)
         elif isinstance(event, ToolEvent) and isinstance(event.event, Citations):
             self._metrics.unknown_citations.inc(len(event.event.unknown))
 
@@ -134,6 +148,7 @@ class Tally:
         if self._closed:
             return
         self._closed = True
+        self._flush()
         metrics = self._metrics
         metrics.inflight.dec()
         metrics.chat_requests.labels(self.mode, outcome.value).inc()
@@ -153,12 +168,15 @@ class Pump:
     drain at the end of the grace period) cancels the source and ends with its error.
     """
 
-    def __init__(self, source: AsyncIterator[StreamEvent], drain: Drain) -> None:
+    def __init__(self, source: AsyncGenerator[StreamEvent, None], drain: Drain) -> None:
         self._source = source
         self._drain = drain
-        self._queue: asyncio.Queue[StreamEvent] = asyncio.Queue(_QUEUE_SIZE)
+        self._queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(_QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
         self._interrupted: GatewayError | None = None
+        #: When the source last put an event (quiet time counts from here).
+        self._last_put = 0.0
+        self._quiet: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         """Start the source."""
@@ -167,8 +185,10 @@ class Pump:
 
     async def _run(self) -> None:
         try:
-            async with aclosing(self._source) as events:  # type: ignore[type-var]
+            loop = asyncio.get_running_loop()
+            async with aclosing(self._source) as events:
                 async for event in events:
+                    self._last_put = loop.time()
                     await self._queue.put(event)
                     if isinstance(event, End):
                         return
@@ -186,16 +206,29 @@ class Pump:
             self._queue.put_nowait(End(error))
 
     async def next(self, quiet: float) -> StreamEvent | None:
-        """The next event, or None after ``quiet`` seconds without one."""
+        """The next event, or None after ``quiet`` seconds without one.
+
+        The quiet time is one timer per pump, moved on only when it fires (not a timer
+        per event: events come once per token).
+        """
         if self._interrupted is not None:
             return End(self._interrupted)
+        if self._queue.empty() and self._quiet is None:
+            loop = asyncio.get_running_loop()
+            self._quiet = loop.call_at(max(self._last_put, loop.time()) + quiet, self._check, quiet)
+        return await self._queue.get()
+
+    def _check(self, quiet: float) -> None:
+        """The quiet timer: a None for the writer when nothing came for ``quiet`` seconds."""
+        self._quiet = None
+        loop = asyncio.get_running_loop()
         if not self._queue.empty():
-            return self._queue.get_nowait()
-        try:
-            async with asyncio.timeout(quiet):
-                return await self._queue.get()
-        except TimeoutError:
-            return None
+            return
+        due = self._last_put + quiet
+        if loop.time() >= due:
+            self._queue.put_nowait(None)
+        else:
+            self._quiet = loop.call_at(due, self._check, quiet)
 
     async def opening(self, quiet: float) -> list[StreamEvent]:
         """The events up to the first one the client sees (or the end), waiting at most
@@ -220,6 +253,8 @@ class Pump:
         out: list[StreamEvent] = []
         while not self._queue.empty() and self._interrupted is None:
             event = self._queue.get_nowait()
+            if event is None:
+                continue
             out.append(event)
             if isinstance(event, End):
                 break
@@ -246,6 +281,9 @@ class Pump:
     async def close(self) -> None:
         """Cancel the source and everything it started; wait for it to wind down."""
         self._drain.discard(self)
+        if self._quiet is not None:
+            self._quiet.cancel()
+            self._quiet = None
         if self._task is not None:
             self._stop()
             # asyncio.wait, not "await task": a waiter that is itself cancelled would pass

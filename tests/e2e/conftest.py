@@ -63,14 +63,16 @@ class Gateway:
         return f"{self.url}/v1"
 
     def metric(self, family: str, labels: dict[str, str] | None = None) -> float:
-        """One sample of the gateway's metrics (0 when absent)."""
+        """One sample of the gateway's metrics: a counter's total, or a gauge (0 when
+        absent)."""
         from prometheus_client import generate_latest
 
         text = generate_latest(self.metrics.registry).decode()
         for found in text_string_to_metric_families(text):
             if found.name == family:
                 for sample in found.samples:
-                    if sample.name.endswith("_total") and sample.labels == (labels or {}):
+                    counted = sample.name.endswith("_total") or sample.name == family
+                    if counted and sample.labels == (labels or {}):
                         return sample.value
         return 0.0
 

@@ -100,7 +100,12 @@ async def test_a_searxng_failure_is_a_clear_tool_result_and_the_answer_goes_on(
     assert advice in text
     assert text.endswith("Searches used 1 of 16; pages read 0 of 12")  # failed searches count
     assert gateway.metric("tigress_gateway_searxng_errors", {"cause": cause}) == 1
-    assert gateway.metric("tigress_gateway_tool_calls", {"tool": SEARCH, "outcome": "error"}) == 1
+    assert (
+        gateway.metric(
+            "tigress_gateway_tool_calls", {"interface": "chat", "tool": SEARCH, "outcome": "error"}
+        )
+        == 1
+    )
     # /healthz asks SearXNG's own /healthz: only a SearXNG that is down shows there.
     assert health["searxng"]["ok"] is (served is not None)
     if served is None:
@@ -135,7 +140,12 @@ async def test_the_fetcher_killed_mid_answer_is_a_clear_result_and_the_answer_go
     assert answer.text == "From the results only [1]."
     assert answer.of_type("read") == []
     assert last_tool_message(world, 2).startswith(prompts.FETCH_UNAVAILABLE.format(url=start))
-    assert gateway.metric("tigress_gateway_tool_calls", {"tool": FETCH, "outcome": "error"}) == 1
+    assert (
+        gateway.metric(
+            "tigress_gateway_tool_calls", {"interface": "chat", "tool": FETCH, "outcome": "error"}
+        )
+        == 1
+    )
     health = (await http.get(f"{gateway.url}/healthz")).json()
     assert health["fetcher"]["ok"] is False
     assert health["status"] == "degraded"
@@ -202,7 +212,12 @@ async def test_a_read_past_its_deadline_ends_inside_the_tool_timeout(
         prompts.FIRST_PAGE_NOT_READ.format(url=start, reason="the page took too long"),
         prompts.FETCH_TIMEOUT.format(url=start),
     )
-    assert gateway.metric("tigress_gateway_tool_calls", {"tool": FETCH, "outcome": "timeout"}) == 1
+    assert (
+        gateway.metric(
+            "tigress_gateway_tool_calls", {"interface": "chat", "tool": FETCH, "outcome": "timeout"}
+        )
+        == 1
+    )
 
 
 # --- The client -----------------------------------------------------------------------------

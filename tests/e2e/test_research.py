@@ -119,8 +119,9 @@ async def test_search_read_and_cite_with_events_in_order_and_keep_alives(
     assert "Rinse twice." in read_result
     assert read_result.endswith("Searches used 1 of 16; pages read 2 of 12")
 
-    assert gateway.metric("tigress_gateway_tool_calls", {"tool": SEARCH, "outcome": "ok"}) == 1
-    assert gateway.metric("tigress_gateway_tool_calls", {"tool": FETCH, "outcome": "ok"}) == 1
+    for tool in (SEARCH, FETCH):
+        labels = {"interface": "chat", "tool": tool, "outcome": "ok"}
+        assert gateway.metric("tigress_gateway_tool_calls", labels) == 1
     assert gateway.metric("tigress_gateway_unknown_citations") == 1
 
 
@@ -184,7 +185,12 @@ async def test_a_host_outside_the_answer_is_refused_until_the_user_names_it(
         "could not be read: not in this answer's search results."
         in (world.engine.chats[2]["messages"][-1]["content"])
     )
-    assert gateway.metric("tigress_gateway_tool_calls", {"tool": FETCH, "outcome": "refused"}) == 1
+    assert (
+        gateway.metric(
+            "tigress_gateway_tool_calls", {"interface": "chat", "tool": FETCH, "outcome": "refused"}
+        )
+        == 1
+    )
 
     # The same address, written by the user, may be read.
     world.engine.script(tool_reply(fetch(outside)), text_reply("It says: other text."))
@@ -278,5 +284,9 @@ async def test_a_repeated_call_is_not_run_again(
     assert all(m["content"].startswith(prompts.DUPLICATE_CALL) for m in again)
     assert again[-1]["content"].endswith("Searches used 1 of 16; pages read 1 of 12")
     assert (
-        gateway.metric("tigress_gateway_tool_calls", {"tool": SEARCH, "outcome": "duplicate"}) == 1
+        gateway.metric(
+            "tigress_gateway_tool_calls",
+            {"interface": "chat", "tool": SEARCH, "outcome": "duplicate"},
+        )
+        == 1
     )

@@ -260,6 +260,13 @@ class FakeEngine:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
+        #: Connections accepted so far.
+        self.connections = 0
+
+    def drop_connections(self) -> None:
+        """Close every open connection (an engine closing idle kept-alive ones)."""
+        for writer in list(self._writers):
+            writer.transport.abort()
 
     @property
     def url(self) -> str:
@@ -301,6 +308,7 @@ class FakeEngine:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connections += 1
         try:
             while await self._one(reader, writer):
                 pass

@@ -157,7 +157,9 @@ def same_role_pairs(messages: list[dict[str, Any]]) -> list[tuple[int, str]]:
 @pytest.fixture
 async def client() -> AsyncIterator[EngineClient]:
     async with httpx.AsyncClient(timeout=httpx.Timeout(5.0), trust_env=False) as http:
-        yield EngineClient(http)
+        engines = EngineClient(http)
+        yield engines
+        engines.close()
 
 
 @pytest.mark.parametrize("conversation", list(CONVERSATIONS), ids=list(CONVERSATIONS))

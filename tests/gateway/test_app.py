@@ -174,6 +174,17 @@ async def test_engine_timeout_is_504(
     assert streamed.status_code == 504
 
 
+@pytest.mark.parametrize("path", ["/v1/nothing", "/v1/chat/completions/", "/v1/models/x"])
+async def test_unknown_api_routes_need_the_key(
+    gateway_at: GatewayFactory, http: httpx.AsyncClient, path: str
+) -> None:
+    # The key is checked before routing: no handler, present or future, runs without it.
+    async with gateway_at() as url:
+        response = await http.get(f"{url}{path}")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "invalid_api_key"
+
+
 async def test_unknown_routes_answer_in_the_openai_shape(
     gateway_at: GatewayFactory, http: httpx.AsyncClient
 ) -> None:
@@ -232,7 +243,8 @@ async def test_metrics_is_a_route_without_redirect(
     text = response.text
     assert 'tigress_gateway_chat_requests_total{mode="web",outcome="ok"} 1.0' in text
     assert 'tigress_gateway_chat_requests_total{mode="none",outcome="rejected"} 1.0' in text
-    assert 'tigress_gateway_tool_calls_total{outcome="ok",tool="web_search"} 1.0' in text
+    calls = 'tigress_gateway_tool_calls_total{interface="chat",outcome="ok",tool="web_search"}'
+    assert f"{calls} 1.0" in text
     assert "tigress_gateway_chat_rounds_count 1.0" in text
     assert "tigress_gateway_inflight_chats 0.0" in text
     assert 'tigress_gateway_time_to_first_token_seconds_count{mode="web"} 1.0' in text
@@ -243,7 +255,7 @@ async def test_metrics_is_a_route_without_redirect(
         for name, f in families.items()
         if name.startswith("tigress_gateway_") and not name.endswith("_created")
     }
-    assert len(ours) == 10
+    assert len(ours) == 14  # 10 of the chat API, 4 of the MCP endpoint
     for family in ours.values():
         if family.type == "counter":
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 import httpx
 import pytest
@@ -37,7 +39,9 @@ from tests.gateway.fake_engine import (
 async def client() -> AsyncIterator[EngineClient]:
     timeout = httpx.Timeout(2.0, read=0.3)
     async with httpx.AsyncClient(timeout=timeout, trust_env=False) as http:
-        yield EngineClient(http)
+        engines = EngineClient(http, connect_timeout=2.0, read_timeout=timeout.read or 5.0)
+        yield engines
+        engines.close()
 
 
 async def collect(client: EngineClient, engine: FakeEngine) -> list[EngineChunk]:
@@ -152,3 +156,31 @@ async def test_engine_usage_chunk_is_decoded(engine: FakeEngine, client: EngineC
     usage = (await collect(client, engine))[0].usage
     assert usage is not None
     assert usage.total_tokens == 10
+
+
+async def test_chat_connections_are_kept_alive_and_a_closed_one_is_replaced(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(text_reply("a"), text_reply("b"), text_reply("c"))
+    await collect(client, engine)
+    await collect(client, engine)
+    assert engine.connections == 1
+    # The engine closes its idle connection; the next chat goes out on a new one.
+    engine.drop_connections()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    chunks = await collect(client, engine)
+    assert [c.content for c in chunks][1] == "c"
+    assert engine.connections == 2
+
+
+async def test_a_stream_cut_short_does_not_keep_its_connection(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    engine.script(Reply([Data(chunk({"content": "a"})), Stall()]), text_reply("c"))
+    body = json.dumps({"model": "m", "messages": [], "stream": True}).encode()
+    async with aclosing(client.chat_chunks(EngineSettings(engine.url), body)) as chunks:
+        async for _ in chunks:
+            break
+    await collect(client, engine)
+    assert engine.connections == 2

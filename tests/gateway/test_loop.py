@@ -36,7 +36,9 @@ QUESTION = [{"role": "user", "content": "What is new in Rust?"}]
 @pytest.fixture
 async def client() -> AsyncIterator[EngineClient]:
     async with httpx.AsyncClient(timeout=httpx.Timeout(5.0), trust_env=False) as http:
-        yield EngineClient(http)
+        engines = EngineClient(http)
+        yield engines
+        engines.close()
 
 
 def make_turn(

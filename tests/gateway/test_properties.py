@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator
+from typing import Any
 
-import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,15 +28,22 @@ def cut(data: bytes, points: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
-async def relayed(parts: list[bytes]) -> bytes:
-    async def stream() -> AsyncIterator[bytes]:
-        for part in parts:
-            yield part
-            await asyncio.sleep(0)
+class Parts:
+    """An engine answer's body arriving in the given pieces (the read side of
+    `gateway.engine_http.EngineExchange`)."""
 
-    response = httpx.Response(200, content=stream())
+    def __init__(self, parts: list[bytes]) -> None:
+        self._parts = list(parts)
+
+    async def read(self) -> bytes:
+        await asyncio.sleep(0)
+        return self._parts.pop(0) if self._parts else b""
+
+
+async def relayed(parts: list[bytes]) -> bytes:
     out = b""
-    async for piece in relay(response, EngineSettings("http://127.0.0.1:1/v1")):
+    answer: Any = Parts(parts)
+    async for piece in relay(answer, EngineSettings("http://127.0.0.1:1/v1")):
         # Every piece forwarded is whole events.
         assert piece.data.endswith(b"\n\n")
         out += piece.data

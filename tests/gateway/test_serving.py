@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.serving import AcceptFloodFilter, connection_cap
+from gateway.serving import MAX_HEAD_BYTES, AcceptFloodFilter, connection_cap
 from gateway.settings import Limits
 from tests.gateway.conftest import KEY, TEST_TIMEOUTS, GatewayFactory, make_settings
 from tests.gateway.fake_engine import FakeEngine
@@ -112,6 +112,26 @@ async def test_malformed_http_gets_an_openai_shaped_400(
     assert json.loads(body)["error"]["code"] == "invalid_request"
 
 
+@pytest.mark.parametrize(
+    ("extra", "status"),
+    [(MAX_HEAD_BYTES + 1, b"HTTP/1.1 400"), (MAX_HEAD_BYTES // 2, b"HTTP/1.1 200")],
+    ids=["over", "under"],
+)
+async def test_a_request_head_over_the_limit_is_400(
+    engine: FakeEngine, gateway_at: GatewayFactory, extra: int, status: bytes
+) -> None:
+    async with gateway_at() as url:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(url))
+        writer.write(
+            b"GET /healthz HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nX-Pad: "
+            + b"a" * extra
+            + b"\r\n\r\n"
+        )
+        answer = await closed_by_server(reader)
+        writer.close()
+    assert answer.startswith(status)
+
+
 def test_the_connection_cap_stays_under_the_descriptor_limit() -> None:
     assert connection_cap(1024, 20000) == 1024
     assert connection_cap(1024, 1024) == (1024 - 64) // 2
@@ -147,5 +167,15 @@ def test_accept_errors_at_the_descriptor_limit_are_logged_once_per_period() -> N
     assert flood.filter(later)
     assert "999 more held back" in later.getMessage()
     assert later.exc_info is None
+    # uvicorn's line per malformed request is another kind, limited on its own.
+    invalid = [
+        flood.filter(
+            logger.makeRecord(
+                "u", logging.WARNING, "f", 1, "Invalid HTTP request received.", (), None
+            )
+        )
+        for _ in range(50)
+    ]
+    assert invalid.count(True) == 1
     other = logger.makeRecord("asyncio", logging.ERROR, __file__, 1, "something else", (), None)
     assert flood.filter(other)
