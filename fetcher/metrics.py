@@ -232,6 +232,9 @@ class MetricsEndpoint:
             log_level="warning",
             server_header=False,
             limit_concurrency=MAX_CONNECTIONS,
+            # h11 explicitly: the head-size cap below is h11's setting, and uvicorn would
+            # pick httptools (installed for the gateway), which has no such cap.
+            http="h11",
             h11_max_incomplete_event_size=MAX_REQUEST_HEAD,
         )
         self._server = uvicorn.Server(config)
