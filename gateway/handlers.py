@@ -23,19 +23,16 @@ from gateway.events import End, Raw, StreamEvent
 from gateway.loop import ChatTurn, LoopOptions
 from gateway.metrics import Outcome
 from gateway.proxy import proxy_events
+from gateway.pump import ClientGone, Pump, internal_error, until_disconnect
 from gateway.request import ChatRequest, parse_chat_request
 from gateway.services import Services
 from gateway.settings import EngineSettings
 from gateway.writer import (
-    ClientGone,
     EventStream,
-    Pump,
     Tally,
     body_response,
     error_response,
-    internal_error,
     outcome_of,
-    until_disconnect,
 )
 
 #: What a client that went away gets (nobody reads it; nginx's word for it).

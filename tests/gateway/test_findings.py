@@ -71,8 +71,10 @@ async def test_more_concurrent_chats_than_the_old_pool_all_stream(
         *[Reply([Data(chunk({"content": "a"})), Pause(), Data(chunk({"content": "b"}))])] * n
     )
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    # The engine holds every stream until all have arrived, however long that takes here.
+    settings = make_settings(engine, timeouts=replace(TEST_TIMEOUTS, engine_read=120.0))
     async with (
-        gateway_at() as url,
+        gateway_at(settings=settings) as url,
         httpx.AsyncClient(timeout=30, limits=limits, trust_env=False) as client,
     ):
 
