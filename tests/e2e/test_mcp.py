@@ -12,13 +12,14 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from prometheus_client import CollectorRegistry
 
-from fetcher.client import DESCRIPTIONS, Reason
+from fetcher.client import Reason
 from gateway import prompts, search_rules
 from gateway.app import create_app
 from gateway.drain import Drain
 from gateway.metrics import GatewayMetrics
 from gateway.serving import uvicorn_config
 from gateway.settings import Budgets, Limits, McpSettings
+from testkit.origin import Reply, Request
 from tests.e2e.client import body, stream_answer
 from tests.e2e.conftest import AUTH, KEY, Gateway, GatewayFactory, World
 from tests.e2e.mcp_client import (
@@ -33,7 +34,6 @@ from tests.e2e.mcp_client import (
 from tests.e2e.test_research import FETCH, SEARCH, fetch, page, search
 from tests.gateway.fake_engine import text_reply, tool_reply
 from tests.gateway.servers import serve
-from tests.support.origin import Reply, Request
 
 OTHER_KEY = "e2e-other-key-0123456789"
 TRAILER_START = "Searches used 0 of 16; pages read 0 of 12"
@@ -161,7 +161,7 @@ async def test_a_host_outside_the_sessions_results_is_refused_not_in_answer(
         after = await client.call_tool(FETCH, {"url": elsewhere})
 
     def refusal(url: str) -> str:
-        reason = DESCRIPTIONS[Reason.NOT_IN_ANSWER]
+        reason = prompts.reason_words(Reason.NOT_IN_ANSWER)
         return prompts.FIRST_PAGE_NOT_READ.format(url=url, reason=reason)
 
     # A refusal is an answer for the model, not a failed call.
