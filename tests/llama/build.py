@@ -7,7 +7,7 @@ the `llama-server` target, and keeps the result in a per-user cache outside the 
 so clean checkouts and later runs on the same machine reuse it. A file lock makes parallel
 runs build once: the second waits and then finds the first one's result.
 
-The first build takes about 12 minutes on 2 cores; it prints a progress line every
+The first build takes 12 to 40 minutes on 2 cores, depending on what else runs; it prints a progress line every
 `PROGRESS_EVERY_S` seconds so `make test` is never silent that long. Nothing else is
 downloaded: llama.cpp's CMake would fetch a prebuilt web UI, which the flags below turn off,
 and pip runs the sdist's metadata step without build isolation so it installs no build
@@ -308,7 +308,7 @@ def build(root: Path | None = None) -> ReadyPaths:
             return paths
         _say(
             f"first run on this machine: building llama.cpp into {paths.root} "
-            "(about 12 minutes on 2 cores; later runs reuse it)"
+            "(12 to 40 minutes on 2 cores; later runs reuse it)"
         )
         started = time.monotonic()
         # The work folder is kept when a step fails, so the next run resumes: Ninja

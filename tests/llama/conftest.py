@@ -33,7 +33,7 @@ def llama_build() -> ReadyPaths:
     if not is_ready(paths):
         pytest.fail(
             f"no llama-server build in {paths.root}: run `make llama-server` "
-            "(`make test` runs it first; the first build takes about 12 minutes)",
+            "(`make test` runs it first; the first build takes 12 to 40 minutes)",
             pytrace=False,
         )
     return paths
