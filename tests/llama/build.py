@@ -8,10 +8,10 @@ so clean checkouts and later runs on the same machine reuse it. A file lock make
 runs build once: the second waits and then finds the first one's result.
 
 The first build takes 12 to 40 minutes on 2 cores, depending on what else runs; it
-prints a progress line every `PROGRESS_EVERY_S` seconds so `make test` is never silent. Nothing else is
-downloaded: llama.cpp's CMake would fetch a prebuilt web UI, which the flags below turn off,
-and pip runs the sdist's metadata step without build isolation so it installs no build
-requirements (setuptools-scm comes with the project's `dev` extras for that step).
+prints a progress line every `PROGRESS_EVERY_S` seconds so `make test` is never silent.
+Nothing else is downloaded: llama.cpp's CMake would fetch a prebuilt web UI, which the
+flags below turn off, and pip runs the sdist's metadata step without build isolation so
+it installs no build requirements (setuptools-scm comes with the `dev` extras for that).
 
 Run as `python -m tests.llama.build` (prints the ready directory) or import `ready_paths` to
 find an existing build without building.
