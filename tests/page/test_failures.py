@@ -66,6 +66,9 @@ def test_search_and_fetcher_failures_are_told_in_words(page: Page, stack: Stack)
     failed = page.last_answer().find_elements(By.CSS_SELECTOR, ".events li.failed")
     assert len(failed) == 4
     assert page.text(".msg.assistant .answer") == "Nothing could be searched or read."
+    for dark in (False, True):
+        with page.emulating(phone=False, dark=dark):
+            page.screenshot(f"failures-desktop-{'dark' if dark else 'light'}")
 
 
 @pytest.mark.parametrize("stack", [{"budgets": Budgets(searches=1, pages=1)}], indirect=True)
