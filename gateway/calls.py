@@ -4,6 +4,7 @@
 - `call_key` is the identity that makes two calls "the same" (SPEC 3.4).
 - `vet_call` decides whether a call may run (`CallVerdict`), with the model-facing
   message when it may not.
+- `working` names the calls that run, for the ``working`` event.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from gateway import prompts
 from gateway.chunks import CallFragment
+from gateway.tool_events import RunningCall, Working
 
 
 @dataclass
@@ -219,3 +221,30 @@ def vet_call(
         )
     seen.add(key)
     return VettedCall(call_id, raw.name, decoded, text, CallVerdict.RUN, "", key)
+
+
+#: The arguments that say what a call works on, for the ``working`` event: the first one
+#: a call has (as a string) is named there.
+SUBJECT_ARGUMENTS = ("query", "url")
+#: Characters of a subject kept in the event (a query is at most 400, an address 4096).
+SUBJECT_CHARS = 200
+
+
+def working(calls: Sequence[VettedCall]) -> Working:
+    """The ``working`` event for the calls of a round that run.
+
+    Each running call is named by its tool and its subject (`SUBJECT_ARGUMENTS`) on one
+    line, cut to `SUBJECT_CHARS`: the model wrote them, so a client shows them as text.
+    """
+    running: list[RunningCall] = []
+    for call in calls:
+        if call.verdict is not CallVerdict.RUN:
+            continue
+        subject = None
+        for name in SUBJECT_ARGUMENTS:
+            value = call.arguments.get(name)
+            if isinstance(value, str):
+                subject = (name, " ".join(value.split())[:SUBJECT_CHARS])
+                break
+        running.append(RunningCall(call.name, subject))
+    return Working(tuple(running))

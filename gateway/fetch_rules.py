@@ -68,12 +68,15 @@ Outcome = Literal["ok", "error", "refused", "timeout"]
 
 
 class ReadProblem(enum.StrEnum):
-    """Why a read gave no report (the fetcher client's errors, as words)."""
+    """Why a read gave no report: the fetcher client's errors, or a read not asked for
+    because the page budget is spent. The words are the ``reason`` of the ``read`` event
+    of a read that reached no page (`unread_event`)."""
 
     UNAVAILABLE = "unavailable"  # not running, unreachable, shutting down
     BUSY = "busy"  # RESOURCE_EXHAUSTED: it runs its maximum of reads
     TIMEOUT = "timeout"  # the call's deadline passed
     FAILED = "failed"  # anything else (a bug on one side)
+    BUDGET = "budget"  # the page budget was spent: the fetcher was not asked
 
 
 def read_url(arguments: Mapping[str, Any]) -> str | ArgumentProblem:
@@ -153,6 +156,12 @@ def read_event(page: PageRead | PageFailed) -> Read:
             ok=True,
         )
     return Read(url=page.url, final_url=page.url, title="", ok=False, reason=page.reason.value)
+
+
+def unread_event(url: str, problem: ReadProblem) -> Read:
+    """The ``read`` event of a read that reached no page: the fetcher was not asked, or
+    gave no page and no report. Without it a client would see nothing of the call."""
+    return Read(url=url, final_url=url, title="", ok=False, reason=problem.value)
 
 
 def tool_text(

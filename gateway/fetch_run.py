@@ -5,7 +5,9 @@ The doing half of the fetch tool; the decisions are in ``gateway.fetch_rules``.
 fetcher finishes each page (so the client sees ``read`` events while the crawl runs),
 then one :class:`FetchDone` with the tool text. The fetcher being down, busy or past the
 deadline ends in a :class:`FetchDone` too, never an exception; closing the iterator
-early (the client went away) cancels the read on the fetcher's side.
+early (the client went away) cancels the read on the fetcher's side. A read that reached
+no page (no event) carries the event saying why in `FetchDone.unread`, for the caller
+to send once it does not try another fetcher.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from gateway.fetch_rules import (
     read_url,
     settle,
     tool_text,
+    unread_event,
 )
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.search_rules import ArgumentProblem
@@ -42,12 +45,15 @@ class FetchDone:
         outcome: The tool-call metric label (``ok``, ``error``, ``refused``, ``timeout``).
         pages_read: Pages read, as charged to the budget.
         problem: Why the read ended without a report, if it did.
+        unread: For a read that yielded no event: the ``read`` event saying why
+            (`gateway.fetch_rules.unread_event`), else None.
     """
 
     text: str
     outcome: Outcome
     pages_read: int = 0
     problem: ReadProblem | None = None
+    unread: Read | None = None
 
 
 async def fetch_page(
@@ -81,7 +87,12 @@ async def fetch_page(
         return
     plan = plan_fetch(url, ledger=ledger, budgets=budgets, user_text=user_text)
     if plan is None:
-        yield FetchDone(prompts.PAGE_BUDGET_SPENT.format(limit=budgets.pages_limit), "refused")
+        yield FetchDone(
+            prompts.PAGE_BUDGET_SPENT.format(limit=budgets.pages_limit),
+            "refused",
+            problem=ReadProblem.BUDGET,
+            unread=unread_event(url, ReadProblem.BUDGET),
+        )
         return
     pages: list[PageRead] = []
     failures: list[PageFailed] = []
@@ -119,4 +130,7 @@ async def fetch_page(
         # order the pages happened to finish in.
         pages, failures = list(report.pages), list(report.failures)
     text = tool_text(plan.url, pages, failures, ledger, problem=problem, detail=detail)
-    yield FetchDone(text, outcome(pages, failures, problem), len(pages), problem)
+    unread = None
+    if problem is not None and not pages and not failures:
+        unread = unread_event(plan.url, problem)
+    yield FetchDone(text, outcome(pages, failures, problem), len(pages), problem, unread)

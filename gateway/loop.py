@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway import prompts
-from gateway.calls import CallVerdict, RawCall, ToolCallAssembler, VettedCall, vet_call
+from gateway.calls import CallVerdict, RawCall, ToolCallAssembler, VettedCall, vet_call, working
 from gateway.chunks import UsageCounts
 from gateway.citations import check_citations
 from gateway.conversation import Conversation
@@ -50,7 +50,7 @@ from gateway.rounds import (
     refused_required,
 )
 from gateway.settings import Budgets, EngineSettings
-from gateway.tool_events import Sources, ThorEvent
+from gateway.tool_events import Sources, ThorEvent, Working
 from gateway.tools import (
     ToolBox,
     ToolContext,
@@ -359,6 +359,10 @@ class ChatTurn:
             finally:
                 items.put_nowait(index)
 
+        now = working(vetted)
+        if now.calls:
+            # What runs now, before anything runs (a client shows "searching…").
+            yield ToolEvent(now)
         tasks = [
             asyncio.create_task(run(i, call))
             for i, call in enumerate(vetted)
@@ -379,6 +383,8 @@ class ChatTurn:
             if tasks:
                 # Not gather: a second cancel would cut the tools' clean-up short.
                 await asyncio.wait(tasks)
+        if now.calls:
+            yield ToolEvent(Working(()))  # the tools are done; the model is asked again
         for call, done in zip(vetted, results, strict=True):
             label = call.name if call.name in offered else "unknown"
             if call.verdict is not CallVerdict.RUN:

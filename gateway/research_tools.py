@@ -68,7 +68,8 @@ class WebSearch:
     async def run(
         self, arguments: Mapping[str, Any], context: ToolContext
     ) -> AsyncGenerator[ToolItem, None]:
-        """Search: one ``searched`` event (when anything was searched), then the result."""
+        """Search: one ``searched`` event (unless the arguments could not be searched), then
+        the result."""
         done = await web_search(
             arguments, client=self._client, ledger=context.ledger, budgets=context.budgets
         )
@@ -142,4 +143,6 @@ class FetchPages:
             if pages or done.problem not in _TRY_NEXT or tries == len(order):
                 break
         assert done is not None
+        if done.unread is not None:
+            yield done.unread  # no page was read: say why (fetcher down, busy, budget...)
         yield ToolResult(done.text, ToolOutcome(done.outcome))

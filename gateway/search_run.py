@@ -16,7 +16,7 @@ from typing import Any, Literal
 from gateway import prompts
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.search_rules import ArgumentProblem, charge, plan, read_arguments
-from gateway.search_text import merge, searched_event, tool_text
+from gateway.search_text import merge, refused_event, searched_event, tool_text
 from gateway.searxng import SearxngClient
 from gateway.searxng_answer import FailureCause, SearchFailure
 from gateway.tool_events import Searched
@@ -34,7 +34,7 @@ class SearchDone:
 
     Attributes:
         text: The tool message (the loop adds the budget trailer).
-        event: The ``searched`` event, or None when nothing was searched.
+        event: The ``searched`` event, or None when the arguments could not be searched.
         outcome: The tool-call metric label: ``ok`` (SearXNG answered at least once),
             ``error`` (bad arguments, or no search got an answer), ``refused`` (budget).
         failures: The cause of each SearXNG request that failed (the SearXNG-errors
@@ -68,7 +68,9 @@ async def web_search(
     charged = charge(call, budgets)
     if not charged.searched:
         return SearchDone(
-            prompts.SEARCH_BUDGET_SPENT.format(limit=budgets.searches_limit), None, "refused"
+            prompts.SEARCH_BUDGET_SPENT.format(limit=budgets.searches_limit),
+            refused_event(call),
+            "refused",
         )
     planned = plan(charged.searched, call.kind)
     time_range = None if call.time_range is None else call.time_range.value

@@ -3,7 +3,8 @@
 Pure: decides, never does I/O. :func:`merge` folds the SearXNG answers of one model query
 (its own words, then its angles) into one deduplicated list; :func:`tool_text` numbers
 every result in the answer's ledger and writes what the model reads; :func:`searched_event`
-is what the client is shown.
+(and :func:`refused_event` for a call the budget did not cover) is what the client is
+shown.
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def _nothing(coverage: Coverage, call: SearchCall) -> str:
 def searched_event(
     call: SearchCall, charged: Charge, results: Sequence[QueryResults], shown: int
 ) -> Searched:
-    """The event for a call that ran (a call refused for budget has none)."""
+    """The event for a call that ran (a call refused for budget: :func:`refused_event`)."""
     troubles: dict[str, EngineTrouble] = {}
     for query in results:
         for trouble in query.unresponsive:
@@ -203,4 +204,19 @@ def searched_event(
         results=shown,
         unresponsive_engines=tuple((t.name, t.reason) for t in troubles.values()),
         error=None if error is None else error.value,
+    )
+
+
+#: The ``error`` of a call the search budget did not cover (nothing was searched).
+BUDGET_SPENT = "budget"
+
+
+def refused_event(call: SearchCall) -> Searched:
+    """The event for a call refused because the search budget was spent before it: the
+    queries asked, no results, ``error`` `BUDGET_SPENT`."""
+    return Searched(
+        queries=call.queries,
+        time_range=None if call.time_range is None else call.time_range.value,
+        kind=None if call.kind is None else call.kind.value,
+        error=BUDGET_SPENT,
     )

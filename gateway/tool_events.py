@@ -2,16 +2,23 @@
 
 Each class is one ``thor_event`` type; `payload` gives its JSON object with SPEC 4's field
 names exactly. Tools yield `Searched` and `Read` while they run (see `gateway.tools`); the
-loop itself sends `Sources` before the answer rounds and `Citations` after the answer.
-The page and API clients read these from the ``thor_event`` field of an empty-delta chunk
-(``thor_events`` in a ``stream: false`` body)::
+loop itself sends `Working` when a round's calls start and when they have all ended,
+`Sources` before the answer rounds and `Citations` after the answer. The page and API
+clients read these from the ``thor_event`` field of an empty-delta chunk (``thor_events``
+in a ``stream: false`` body, without `Working`, which only says what runs now)::
 
+    {"type": "working", "calls": [{"tool": "web_search", "query": ...},
+                                  {"tool": "fetch_page_content_recursive", "url": ...}]}
+    {"type": "working", "calls": []}
     {"type": "searched", "queries": [...], "time_range": "week"|null, "kind": "jobs"|null,
      "results": N, "unresponsive_engines": [[name, reason], ...], "error": null|"<cause>"}
     {"type": "read", "url": ..., "final_url": ..., "title": ..., "ok": true|false,
-     "reason": null|"<fetcher reason word>"}
+     "reason": null|"<fetcher reason word>"|"<gateway word>"}
     {"type": "sources", "sources": [{"n": 1, "url": ..., "title": ...}, ...]}
     {"type": "citations", "cited": [n, ...], "unknown": [n, ...]}
+
+`Working` is an addition to SPEC 4 (it has no "tool started" event): without it a client
+cannot tell a tool at work from the model at work.
 """
 
 from __future__ import annotations
@@ -34,8 +41,10 @@ class Searched:
         unresponsive_engines: SearXNG's ``[name, reason]`` pairs, once per engine name.
         error: Why nothing came back when no search of the call got an answer from
             SearXNG (a `gateway.searxng_answer.FailureCause` word such as
-            ``unreachable`` or ``rate_limited``), else None. An addition to SPEC 4's
-            fields, so a page can say why a search found nothing.
+            ``unreachable`` or ``rate_limited``), or ``budget`` when the search budget
+            was spent before the call (nothing was searched: ``queries`` are the ones
+            asked), else None. An addition to SPEC 4's fields, so a page can say why a
+            search found nothing.
     """
 
     queries: tuple[str, ...]
@@ -67,7 +76,10 @@ class Read:
         final_url: Where it landed after redirects (the asked address when it failed early).
         title: The page title ("" when unknown).
         ok: Whether the page was read.
-        reason: The fetcher's reason word when not (``not_public``, ``timeout``, ...).
+        reason: The fetcher's reason word when not (``not_public``, ``timeout``, ...); for
+            a read that reached no page at all, the gateway's word for why
+            (`gateway.fetch_rules.ReadProblem`: ``unavailable``, ``busy``, ``timeout``,
+            ``failed``, ``budget``).
     """
 
     url: str
@@ -119,5 +131,38 @@ class Citations:
         return {"type": "citations", "cited": list(self.cited), "unknown": list(self.unknown)}
 
 
+@dataclass(frozen=True, slots=True)
+class RunningCall:
+    """One call being run, as `Working` names it.
+
+    Attributes:
+        tool: The tool's name.
+        subject: The argument that says what it works on (``query`` or ``url``), as
+            (name, value), or None for a tool without one.
+    """
+
+    tool: str
+    subject: tuple[str, str] | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """One entry of ``calls``."""
+        entry: dict[str, Any] = {"tool": self.tool}
+        if self.subject is not None:
+            entry[self.subject[0]] = self.subject[1]
+        return entry
+
+
+@dataclass(frozen=True, slots=True)
+class Working:
+    """What the gateway runs now: a round's calls when they start, none when they have
+    all ended (the model is asked again)."""
+
+    calls: tuple[RunningCall, ...]
+
+    def payload(self) -> dict[str, Any]:
+        """The ``thor_event`` object."""
+        return {"type": "working", "calls": [call.payload() for call in self.calls]}
+
+
 #: Every tool event.
-ThorEvent = Searched | Read | Sources | Citations
+ThorEvent = Working | Searched | Read | Sources | Citations

@@ -50,7 +50,7 @@ from gateway.events import (
 )
 from gateway.metrics import GatewayMetrics, Outcome
 from gateway.pump import Pump, internal_error
-from gateway.tool_events import Citations, ThorEvent
+from gateway.tool_events import Citations, ThorEvent, Working
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,12 @@ def body_response(
         "".join(e.text for e in events if isinstance(e, Content)),
         reasoning="".join(e.text for e in events if isinstance(e, Reasoning)),
         usage=usage.payload() if usage is not None else None,
-        events=[e.event.payload() for e in events if isinstance(e, ToolEvent)],
+        # `working` says what runs now: nothing, once the answer is whole.
+        events=[
+            e.event.payload()
+            for e in events
+            if isinstance(e, ToolEvent) and not isinstance(e.event, Working)
+        ],
     )
     return Response(json.dumps(body, separators=(",", ":")), media_type="application/json")
 

@@ -2,7 +2,7 @@
 // Rendering is in render.js (nothing is ever inserted as HTML), the API in stream.js,
 // what the browser keeps in store.js.
 
-import { el, eventLine, externalLink, hostOf, renderMarkdown } from "./render.js";
+import { el, eventLine, externalLink, hostOf, renderMarkdown, workingText } from "./render.js";
 import { store } from "./store.js";
 import { listModels, streamTurn } from "./stream.js";
 
@@ -50,7 +50,7 @@ function userMessage(content) {
 function answerMessage(model, web) {
   return {
     id: newId(), role: "assistant", model, web, content: "", reasoning: "", events: [],
-    sources: null, citations: null, status: "streaming", error: "", phase: "",
+    sources: null, citations: null, status: "streaming", error: "", phase: "", working: [],
   };
 }
 
@@ -243,21 +243,23 @@ function citedNumbers(msg) {
   return found;
 }
 
+/**
+ * The progress line while an answer streams: what the tools do now (the `working`
+ * event), else what the model does.
+ */
 function progressText(msg) {
   if (msg.status !== "streaming") return "";
+  const working = workingText(msg.working);
+  if (working) return `${working}…`;
   switch (msg.phase) {
     case "writing":
       return "";
-    case "thinking":
-      return "thinking…";
-    case "searched":
-      return "reading the results…";
     case "answering":
       return "writing the answer…";
-    case "":
-      return msg.web ? "searching…" : "waiting for the model…";
+    case "thinking":
+      return "thinking…";
     default:
-      return msg.phase.startsWith("reading ") ? `${msg.phase}…` : "";
+      return msg.web ? "thinking…" : "waiting for the model…";
   }
 }
 
@@ -350,19 +352,18 @@ async function run(msg) {
       touch(msg);
     },
     event(event) {
-      if (event.type === "sources") {
+      if (event.type === "working") {
+        // What the tools do now; none when they are done and the model is asked again.
+        msg.working = Array.isArray(event.calls) ? event.calls.slice(0, 20) : [];
+        if (msg.phase !== "writing") msg.phase = "thinking";
+        announce(progressText(msg));
+      } else if (event.type === "sources") {
         msg.sources = sourcesFrom(event);
         if (msg.phase !== "writing") msg.phase = "answering";
       } else if (event.type === "citations") {
         msg.citations = { cited: numbers(event.cited), unknown: numbers(event.unknown) };
       } else if (msg.events.length < MAX_EVENTS) {
         msg.events.push(event);
-        if (event.type === "searched") msg.phase = "searched";
-        if (event.type === "read") {
-          const host = hostOf(event.final_url || event.url);
-          msg.phase = host ? `reading ${host}` : "searched";
-        }
-        announce(progressText(msg));
       }
       touch(msg);
     },
@@ -386,6 +387,7 @@ async function run(msg) {
     if (msg.status === "error") msg.error = `Something went wrong in the page: ${error.message}`;
     announce(msg.status === "stopped" ? "Stopped." : msg.error);
   } finally {
+    msg.working = [];
     state.busy = null;
     setBusy(false);
     state.messages.forEach((m) => m.role === "assistant" && viewFor(m).update());
@@ -427,7 +429,7 @@ function retry(msg) {
   if (state.busy || state.messages[state.messages.length - 1] !== msg) return;
   Object.assign(msg, {
     content: "", reasoning: "", events: [], sources: null, citations: null,
-    status: "streaming", error: "", phase: "",
+    status: "streaming", error: "", phase: "", working: [],
     model: ui.model.value || msg.model, web: ui.web.checked,
   });
   viewFor(msg).update();

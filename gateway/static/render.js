@@ -51,6 +51,15 @@ export function hostOf(raw) {
   return href === null ? "" : new URL(href).host;
 }
 
+/** Host and path of an address, cut to about 60 characters, for display ("" if none). */
+export function shortAddress(raw) {
+  const href = safeHref(raw);
+  if (href === null) return "";
+  const url = new URL(href);
+  const text = url.host + (url.pathname === "/" ? "" : url.pathname) + url.search;
+  return text.length > 60 ? `${text.slice(0, 59)}…` : text;
+}
+
 export function el(tag, text, className) {
   const node = document.createElement(tag);
   if (text !== undefined && text !== null) node.textContent = text;
@@ -223,6 +232,8 @@ function citeNumber(n, cites) {
 
 // --- Tool events ---------------------------------------------------------------------
 
+// Why a page was not read: the fetcher's words (SPEC 7), then the gateway's for a read
+// that reached no page (gateway/fetch_rules.py ReadProblem).
 const REASONS = {
   scheme: "only https addresses are read",
   port: "only the standard https port is read",
@@ -238,15 +249,44 @@ const REASONS = {
   content_type: "not a page that can be read as text",
   http_status: "the site answered with an error",
   redirects: "too many redirects",
+  internal: "the page reader failed on this page",
   unavailable: "the page reader (fetcher) is not running",
-  overloaded: "the page reader is busy",
-  budget: "the page budget is spent",
+  busy: "the page reader is busy with other reads",
+  failed: "the page reader failed",
+  budget: "the page budget for this answer is spent",
 };
 
-/** A failure reason in words (unknown reasons are shown as they are, as text). */
+// Why a search found nothing: the `searched` event's `error` (SearXNG's failure causes,
+// gateway/searxng_answer.py FailureCause, and `budget`).
+const SEARCH_ERRORS = {
+  unreachable: "the search engine (SearXNG) cannot be reached",
+  timeout: "the search engine (SearXNG) did not answer in time",
+  broken: "the connection to the search engine (SearXNG) broke",
+  bad_request: "the search engine (SearXNG) rejected the search",
+  json_disabled: "the search engine (SearXNG) does not allow JSON answers",
+  rate_limited: "the search engine's limiter refused the gateway (too many requests)",
+  server_error: "the search engine (SearXNG) had an internal error",
+  http_status: "the search engine (SearXNG) answered with an error",
+  content_type: "the answer was not from the search engine (SearXNG)",
+  not_json: "the answer was not from the search engine (SearXNG)",
+  budget: "the search budget for this answer is spent",
+};
+
+/** A word of the stream in words: a known one's, else the word itself, readably. */
+function words(table, word) {
+  if (Object.hasOwn(table, word)) return table[word];
+  return word.replaceAll("_", " ").slice(0, 80);
+}
+
+/** A failure reason in words (an unknown reason is shown as it is, as text). */
 export function reasonText(reason) {
   if (typeof reason !== "string" || reason === "") return "it could not be read";
-  return REASONS[reason] || reason.replaceAll("_", " ");
+  return words(REASONS, reason);
+}
+
+/** Why a search found nothing, in words (an unknown cause is shown as it is, as text). */
+export function searchErrorText(error) {
+  return words(SEARCH_ERRORS, error);
 }
 
 const RANGES = { day: "past day", week: "past week", month: "past month", year: "past year" };
@@ -267,10 +307,16 @@ export function eventLine(event) {
 }
 
 function searchedLine(event) {
-  const li = el("li", null, "event searched");
-  li.append(el("span", "searched: ", "event-kind"));
+  const error = typeof event.error === "string" && event.error ? event.error : null;
+  const li = el("li", null, error ? "event searched failed" : "event searched");
+  const kind = error === "budget" ? "not searched: " : error ? "search failed: " : "searched: ";
+  li.append(el("span", kind, "event-kind"));
   const queries = Array.isArray(event.queries) ? event.queries.map(String) : [];
   li.append(el("span", queries.map((q) => `“${q}”`).join(", ") || "(no query)", "query"));
+  if (error) {
+    li.append(el("span", ` — ${searchErrorText(error)}`, "reason"));
+    return li;
+  }
   const facts = [];
   if (RANGES[event.time_range]) facts.push(RANGES[event.time_range]);
   if (typeof event.kind === "string" && event.kind) facts.push(event.kind);
@@ -282,10 +328,6 @@ function searchedLine(event) {
   if (silent.length) {
     li.append(el("span", ` · no answer from ${silent.map(engineName).join(", ")}`, "warn"));
   }
-  if (typeof event.error === "string" && event.error) {
-    li.classList.add("failed");
-    li.append(el("span", ` · ${event.error}`, "warn"));
-  }
   return li;
 }
 
@@ -296,8 +338,44 @@ function readLine(event) {
   const address = typeof event.final_url === "string" && event.final_url ? event.final_url : event.url;
   const title = typeof event.title === "string" && event.title.trim() ? event.title.trim() : null;
   const host = hostOf(address);
-  li.append(externalLink(address, title || host || String(address || "")));
+  // Without a title, the address names the page: its host and path.
+  li.append(externalLink(address, title || shortAddress(address) || String(address || "")));
   if (title && host) li.append(el("span", ` ${host}`, "host"));
   if (!ok) li.append(el("span", ` — ${reasonText(event.reason)}`, "reason"));
   return li;
+}
+
+// --- What runs now ---------------------------------------------------------------------
+
+function shortList(items) {
+  if (items.length <= 3) return items.join(", ");
+  return `${items.slice(0, 2).join(", ")} and ${items.length - 2} more`;
+}
+
+/**
+ * The progress line for a `working` event's calls ("searching “x”", "reading host"), or
+ * "" for none. Queries and addresses are the model's: shown as text, cut short.
+ */
+export function workingText(calls) {
+  if (!Array.isArray(calls)) return "";
+  const queries = [];
+  const hosts = [];
+  const others = [];
+  for (const call of calls) {
+    if (call === null || typeof call !== "object") continue;
+    if (typeof call.query === "string") {
+      const query = call.query.length > 60 ? `${call.query.slice(0, 59)}…` : call.query;
+      queries.push(`“${query}”`);
+    } else if (typeof call.url === "string") {
+      const host = hostOf(call.url) || "a page";
+      if (!hosts.includes(host)) hosts.push(host);
+    } else if (typeof call.tool === "string") {
+      others.push(call.tool.slice(0, 60));
+    }
+  }
+  const parts = [];
+  if (queries.length) parts.push(`searching ${shortList(queries)}`);
+  if (hosts.length) parts.push(`reading ${shortList(hosts)}`);
+  if (others.length) parts.push(`running ${shortList(others)}`);
+  return parts.join(" and ");
 }

@@ -1,5 +1,8 @@
 """End to end: every part real except the model and the search engine.
 
+The parts and the gateway are started by ``tests/support/world.py`` (shared with the
+browser tests); here they are pytest fixtures:
+
 - the SearXNG stand-in (``tests/support/searxng.py``) serving the recorded answers, their
   result addresses rewritten to the local HTTPS origin;
 - the fetcher's real gRPC service on a Unix socket (``tests/support/fetcher_service.py``)
@@ -13,97 +16,26 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, replace
-from typing import Any
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 import pytest
-from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 
-from fetcher.download import Limits as DownloadLimits
 from fetcher.policy import Policy
-from gateway.app import create_app
-from gateway.metrics import GatewayMetrics
-from gateway.serving import uvicorn_config
-from gateway.settings import EngineSettings, Settings, Timeouts
 from testkit.origin import Origin
-from tests.gateway.fake_engine import FakeEngine
-from tests.gateway.servers import serve
-from tests.support.fetcher_service import FetcherService, running_fetcher, socket_folder
-from tests.support.searxng import SearxngStandIn, pointed_at, recorded, running_searxng
-
-KEY = "e2e-key-0123456789abcdef"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-#: Recorded result hosts → names the origin's certificate holds (others: the first).
-HOSTS = {"example.org": "origin.test", "example.com": "www.origin.test"}
-#: Keep-alive comments come quickly, so a test can wait for one without waiting long;
-#: /healthz answers are not reused, so a test sees a part go down at once.
-E2E_TIMEOUTS = Timeouts(
-    engine_connect=2.0,
-    engine_read=20.0,
-    tool=20.0,
-    keepalive=0.1,
-    searxng=5.0,
-    health_cache=0.001,
+from tests.support.world import (
+    AUTH,
+    E2E_TIMEOUTS,
+    HOSTS,
+    KEY,
+    Gateway,
+    World,
+    running_gateway,
+    running_world,
 )
 
-
-@dataclass
-class Gateway:
-    """A running gateway and its metrics."""
-
-    url: str
-    metrics: GatewayMetrics
-
-    @property
-    def api(self) -> str:
-        """The OpenAI base URL."""
-        return f"{self.url}/v1"
-
-    def metric(self, family: str, labels: dict[str, str] | None = None) -> float:
-        """One sample of the gateway's metrics: a counter's total, or a gauge (0 when
-        absent)."""
-        from prometheus_client import generate_latest
-
-        text = generate_latest(self.metrics.registry).decode()
-        for found in text_string_to_metric_families(text):
-            if found.name == family:
-                for sample in found.samples:
-                    counted = sample.name.endswith("_total") or sample.name == family
-                    if counted and sample.labels == (labels or {}):
-                        return sample.value
-        return 0.0
-
-
-@dataclass
-class World:
-    """Every real part, for one test."""
-
-    origin: Origin
-    searxng: SearxngStandIn
-    fetcher: FetcherService
-    engine: FakeEngine
-
-    def settings(self, **changes: Any) -> Settings:
-        """Gateway settings pointing at these parts."""
-        settings = Settings(
-            engines=(EngineSettings(self.engine.url),),
-            api_keys=(KEY,),
-            timeouts=E2E_TIMEOUTS,
-            searxng_url=self.searxng.url,
-            fetcher=(self.fetcher.target,),
-        )
-        return replace(settings, **changes)
-
-    def results_on_origin(self, file: str = "search_normal.json") -> None:
-        """Every search answers ``file`` with its results on the local origin."""
-        self.searxng.default = pointed_at(recorded(file), HOSTS, self.origin.port)
-
-    def url(self, path: str, host: str = "origin.test") -> str:
-        """An address on the origin."""
-        return self.origin.url(path, host=host)
+# The e2e modules import these names from here.
+__all__ = ["AUTH", "E2E_TIMEOUTS", "HOSTS", "KEY", "Gateway", "GatewayFactory", "World"]
 
 
 @pytest.fixture
@@ -111,18 +43,8 @@ async def world(
     origin: Origin, test_policy: Policy, client_ssl_context: ssl.SSLContext
 ) -> AsyncIterator[World]:
     """SearXNG stand-in, fetcher service, origin and fake engine, running."""
-    with socket_folder() as folder:
-        async with (
-            running_searxng() as searxng,
-            running_fetcher(
-                folder,
-                policy=test_policy,
-                ssl_context=client_ssl_context,
-                limits=DownloadLimits(page_timeout=10.0, max_bytes=64 * 1024),
-            ) as fetcher,
-            FakeEngine() as engine,
-        ):
-            yield World(origin, searxng, fetcher, engine)
+    async with running_world(origin, test_policy, client_ssl_context) as parts:
+        yield parts
 
 
 GatewayFactory = Callable[..., AbstractAsyncContextManager[Gateway]]
@@ -132,14 +54,8 @@ GatewayFactory = Callable[..., AbstractAsyncContextManager[Gateway]]
 def gateway_for(world: World) -> GatewayFactory:
     """``async with gateway_for(**setting_changes) as gw``: the real gateway on uvicorn."""
 
-    @asynccontextmanager
-    async def start(**changes: Any) -> AsyncIterator[Gateway]:
-        settings = world.settings(**changes)
-        metrics = GatewayMetrics(CollectorRegistry())
-        app = create_app(settings, metrics=metrics)
-        config = uvicorn_config(app, settings, metrics, log_level="warning")
-        async with serve(app, config) as url:
-            yield Gateway(url, metrics)
+    def start(**changes: object) -> AbstractAsyncContextManager[Gateway]:
+        return running_gateway(world, **changes)
 
     return start
 

@@ -138,7 +138,17 @@ async def test_the_fetcher_killed_mid_answer_is_a_clear_result_and_the_answer_go
     await killer
     release.set()
     assert answer.text == "From the results only [1]."
-    assert answer.of_type("read") == []
+    # The page is told why nothing was read.
+    assert answer.of_type("read") == [
+        {
+            "type": "read",
+            "url": start,
+            "final_url": start,
+            "title": "",
+            "ok": False,
+            "reason": "unavailable",
+        }
+    ]
     assert last_tool_message(world, 2).startswith(prompts.FETCH_UNAVAILABLE.format(url=start))
     assert (
         gateway.metric(

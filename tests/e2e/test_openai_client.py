@@ -48,8 +48,21 @@ async def test_streaming_answer_and_events_through_the_openai_client(
                 finish = part.choices[0].finish_reason or finish
     assert text == "Use citric acid [1]."
     assert finish == "stop"
-    assert [e["type"] for e in events] == ["searched", "read", "sources", "citations"]
-    assert events[1]["title"] == "Descaling"
+    assert [e["type"] for e in events] == [
+        "working",
+        "searched",
+        "working",
+        "working",
+        "read",
+        "working",
+        "sources",
+        "citations",
+    ]
+    assert events[0] == {
+        "type": "working",
+        "calls": [{"tool": "web_search", "query": "kettle descale"}],
+    }
+    assert events[4]["title"] == "Descaling"
     assert events[-1] == {"type": "citations", "cited": [1], "unknown": []}
 
 

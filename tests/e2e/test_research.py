@@ -75,12 +75,23 @@ async def test_search_read_and_cite_with_events_in_order_and_keep_alives(
     answer = await stream_answer(http, gateway.api, body(), on_item=watch)
 
     assert [s for s in answer.sequence if s != ":"] == [
+        "working",
         "searched",
+        "working",
+        "working",
         "read",
         "read",
+        "working",
         "sources",
         "citations",
         "[DONE]",
+    ]
+    # Each round's calls are named when they start, and "none" when they are over.
+    assert [e["calls"] for e in answer.of_type("working")] == [
+        [{"tool": SEARCH, "query": "kettle descale"}],
+        [],
+        [{"tool": FETCH, "url": start}],
+        [],
     ]
     between = answer.sequence[answer.sequence.index("searched") : answer.sequence.index("read")]
     assert ":" in between  # keep-alives flowed while the page was slow
@@ -244,7 +255,14 @@ async def test_both_budgets_run_out_then_the_answer_rounds_begin(
         answer = await stream_answer(http, gateway.api, body())
 
     assert answer.text == "Answer [1]."
-    assert [r["ok"] for r in answer.of_type("read")] == [True, True, True]
+    # The third read reached no page: its event says the budget was spent.
+    assert [(r["ok"], r["reason"]) for r in answer.of_type("read")] == [
+        (True, None),
+        (True, None),
+        (True, None),
+        (False, "budget"),
+    ]
+    assert answer.of_type("read")[-1]["url"] == world.url("/guides/kettles")
     results = [m for m in world.engine.chats[4]["messages"] if m["role"] == "tool"]
     crawl, refused_read, last_search = (m["content"] for m in results[1:])
     assert crawl.endswith("Searches used 1 of 2; pages read 3 of 3")

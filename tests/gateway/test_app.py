@@ -357,8 +357,14 @@ async def test_web_stream_has_events_stop_and_done(
     assert len({c["id"] for c in chunks}) == 1
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     tool_events = [c for c in chunks if "thor_event" in c]
-    assert [c["choices"][0]["delta"] for c in tool_events] == [{}, {}, {}]
-    assert [c["thor_event"]["type"] for c in tool_events] == ["searched", "sources", "citations"]
+    assert [c["choices"][0]["delta"] for c in tool_events] == [{}] * 5
+    assert [c["thor_event"]["type"] for c in tool_events] == [
+        "working",
+        "searched",
+        "working",
+        "sources",
+        "citations",
+    ]
     assert content_of(chunks) == "Answer [1]."
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
     assert all(c["choices"][0]["finish_reason"] in (None, "stop") for c in chunks)

@@ -75,12 +75,14 @@ async def test_the_answer_is_followed_by_its_checked_citations_and_never_rewritt
     assert content_of(events) == "A [1]; B [7]."
     chunks = [e for e in events if isinstance(e, dict)]
     kinds = [c["thor_event"]["type"] for c in chunks if "thor_event" in c]
-    assert kinds == ["searched", "sources", "citations"]
+    assert kinds == ["working", "searched", "working", "sources", "citations"]
     citations = next(c for c in chunks if c.get("thor_event", {}).get("type") == "citations")
     assert citations["thor_event"] == {"type": "citations", "cited": [1], "unknown": [7]}
     # The citations event comes right before the final chunk.
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
     assert chunks[-2] is citations
     assert whole.json()["thor_events"][-1] == citations["thor_event"]
+    # A whole answer has no "working" events: they say what runs now.
+    assert [e["type"] for e in whole.json()["thor_events"]] == ["searched", "sources", "citations"]
     assert whole.json()["choices"][0]["message"]["content"] == "A [1]; B [7]."
     assert registry.get_sample_value("tigress_gateway_unknown_citations_total") == 2

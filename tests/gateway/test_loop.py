@@ -100,6 +100,7 @@ async def test_round_one_required_then_auto_and_answer(
     assert first["temperature"] == 0.2  # unknown fields go to the engine unchanged
     assert first["messages"][0] == {"role": "system", "content": prompts.WEB_SYSTEM}
     assert thor(events) == [
+        {"type": "working", "calls": [{"tool": "web_search", "query": "rust 1.90"}]},
         {
             "type": "searched",
             "queries": ["rust 1.90"],
@@ -109,6 +110,7 @@ async def test_round_one_required_then_auto_and_answer(
             "unresponsive_engines": [],
             "error": None,
         },
+        {"type": "working", "calls": []},
         {
             "type": "sources",
             "sources": [
@@ -197,6 +199,29 @@ async def test_malformed_and_unknown_calls_are_answered_not_run(
     bad, unknown = engine.chats[1]["messages"][-2:]
     assert "not a valid JSON object" in bad["content"]
     assert "There is no tool named shell" in unknown["content"]
+    assert thor(events) == [{"type": "citations", "cited": [], "unknown": []}]  # no "working"
+
+
+async def test_working_names_the_calls_that_run_then_none(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    tool = FakeSearch()
+    long = "a  long\nquery " * 30
+    engine.script(
+        tool_reply(search("Rust news"), search(" rust NEWS"), ("shell", "{}"), search(long)),
+        text_reply("answer"),
+    )
+    events = await run(make_turn(client, engine, [tool]))
+    kinds = [e["type"] for e in thor(events)]
+    assert kinds == ["working", "searched", "searched", "working", "sources", "citations"]
+    started, ended = (e for e in thor(events) if e["type"] == "working")
+    # Only the calls that run (not the repeat, not the unknown tool), each by its query on
+    # one line, cut to 200 characters.
+    assert started["calls"][0] == {"tool": "web_search", "query": "Rust news"}
+    (second,) = started["calls"][1:]
+    assert second["tool"] == "web_search"
+    assert second["query"] == ("a long query " * 16)[:200]
+    assert ended == {"type": "working", "calls": []}
 
 
 async def test_eight_tool_rounds_then_sources_and_answer_now(

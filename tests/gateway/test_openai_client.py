@@ -54,6 +54,7 @@ async def test_async_streaming_with_web_reads_events_from_extra_fields(
                 finish = part.choices[0].finish_reason or finish
     assert text == "Rust 1.90 shipped [1]."
     assert events == [
+        {"type": "working", "calls": [{"tool": "web_search", "query": "rust news"}]},
         {
             "type": "searched",
             "queries": ["rust news"],
@@ -63,6 +64,7 @@ async def test_async_streaming_with_web_reads_events_from_extra_fields(
             "unresponsive_engines": [],
             "error": None,
         },
+        {"type": "working", "calls": []},
         {
             "type": "sources",
             "sources": [

@@ -130,6 +130,30 @@ async def test_page_needs_no_key(gateway_at: GatewayFactory, http: httpx.AsyncCl
     assert models.status_code == 401
 
 
+async def test_the_mcp_and_key_guards_leave_the_page_alone(
+    gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    # The Origin check of /mcp and the key check of the API sit in front of every route;
+    # the page and its files are served past both, with their own headers only.
+    foreign = {"Origin": "https://evil.example"}
+    async with gateway_at() as url:
+        responses = [
+            await http.get(f"{url}/", headers=foreign),
+            await http.get(f"{url}/static/app.js", headers=foreign),
+            await http.get(f"{url}/", headers={"Authorization": "Bearer wrong-key-0123456789"}),
+        ]
+        mcp_foreign = await http.post(f"{url}/mcp", headers=foreign, json={})
+        mcp_no_key = await http.post(f"{url}/mcp", json={})
+    assert [r.status_code for r in responses] == [200, 200, 200]
+    for response in responses:
+        for name, value in security_headers().items():
+            assert response.headers[name] == value
+        assert "access-control-allow-origin" not in response.headers
+        assert "www-authenticate" not in response.headers
+    assert mcp_foreign.status_code == 403
+    assert mcp_no_key.status_code == 401
+
+
 def test_only_known_types_are_loaded(tmp_path: Path) -> None:
     for name in ("a.js", "b.css", "c.json", "d.py", "e.html"):
         (tmp_path / name).write_text("x")

@@ -7,12 +7,13 @@ test`` runs them). Without Chromium the tests fail with the reason, never skip.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+import trustme
 from selenium import webdriver
 
 from tests.page.browser import Page, chromium, console, missing
-from tests.page.research import stand_in_research
 from tests.page.stack import Stack
 
 
@@ -26,9 +27,12 @@ def driver() -> Iterator[webdriver.Chrome]:
 
 
 @pytest.fixture
-def stack() -> Iterator[Stack]:
-    """Gateway, fake engine and canary; the Web switch runs the phase A stand-in tools."""
-    with Stack(stand_in_research) as servers:
+def stack(request: pytest.FixtureRequest, ca: trustme.CA) -> Iterator[Stack]:
+    """The real gateway and research tools, the SearXNG stand-in, the fetcher service,
+    the origin, the scripted engine and the canary. Gateway settings to change come as
+    the indirect parameter (a dict), if any."""
+    settings: dict[str, Any] = getattr(request, "param", {})
+    with Stack(ca, **settings) as servers:
         yield servers
 
 

@@ -1,48 +1,40 @@
 """The servers a browser test talks to, on an asyncio loop in a background thread.
 
-The browser is driven by Selenium, which blocks; the gateway and the fake engine are
-asyncio servers. So the servers get their own loop in a thread, and the test (plain sync
-code) reaches them through `Stack.call` and `Stack.wait`.
+The browser is driven by Selenium, which blocks; the servers are asyncio servers. So the
+servers get their own loop in a thread, and the test (plain sync code) reaches them
+through `Stack.call` and `Stack.wait`.
 
-What answers the Web switch's tool calls is a `Research` factory: phase A uses the test
-tools of `tests/page/research.py`; the real research stack (SearXNG stand-in, fetcher on a
-Unix socket, the real tools) plugs in here by passing another factory, with the tests
-unchanged except for the URLs their scripted engine calls.
-
-A canary HTTP server records every request it gets: hostile answers point their images,
-scripts and links at it, and a test asserts it was never reached.
+The servers are the end-to-end tests' real parts (``tests/support/world.py``): the local
+HTTPS origin, the SearXNG stand-in, the fetcher's gRPC service on a Unix socket under the
+explicit test Policy, the scripted fake engine and the real gateway with its production
+research tools. Besides them a canary HTTP server records every request it gets: hostile
+answers point their images, scripts and links at it, and a test asserts it was never
+reached.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, TypeVar
 
-from prometheus_client import CollectorRegistry
+import httpx
+import trustme
 
-from gateway.app import create_app
-from gateway.tools import Tool
-from tests.gateway.conftest import make_settings
-from tests.gateway.fake_engine import FakeEngine, Reply
-from tests.gateway.servers import serve
+from testkit.origin import Handler, Reply, Request, running_origin
+from tests.gateway.fake_engine import MODEL, Data, Pause, chunk
+from tests.gateway.fake_engine import Reply as EngineReply
+from tests.support.fixtures import policy_for
+from tests.support.world import AUTH, Gateway, World, running_gateway, running_world
 
 T = TypeVar("T")
 
-#: Builds the tools offered under the Web switch (and starts whatever they need).
-Research = Callable[[], AbstractAsyncContextManager[Sequence[Tool]]]
-
 #: Long enough for a loaded machine; waits end as soon as their condition holds.
 WAIT = 20.0
-
-
-@asynccontextmanager
-async def no_research() -> AsyncIterator[Sequence[Tool]]:
-    """No tools: the Web switch is refused (400) by the gateway."""
-    yield ()
 
 
 class Canary:
@@ -75,28 +67,45 @@ class Canary:
             writer.close()
 
 
-class Stack:
-    """A fake engine, a gateway and a canary, served from a background thread.
+class Held:
+    """An origin page that is not answered until the test lets it go.
 
-    Use as ``with Stack(research) as stack``; ``stack.url`` is the gateway's base URL.
-    Keyword arguments change the gateway's test settings (``api_keys=()``: no keys).
+    ``asked`` is set when the fetcher asks for it; `Stack.let_go` answers it.
     """
 
-    def __init__(self, research: Research = no_research, **settings: Any) -> None:
-        self._research = research
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.asked = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def __call__(self, _: Request) -> Reply:
+        self.asked.set()
+        await self.go.wait()
+        return self.reply
+
+
+class Stack:
+    """Every real part and the canary, served from a background thread.
+
+    Use as ``with Stack(ca) as stack``; ``stack.url`` is the gateway's base URL.
+    Keyword arguments change the gateway's settings (``api_keys=()``: no keys).
+    """
+
+    def __init__(self, ca: trustme.CA, **settings: Any) -> None:
+        self._ca = ca
         self._settings = settings
         self._thread = threading.Thread(target=self._run, name="page-stack", daemon=True)
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._error: BaseException | None = None
-        self.url = ""
-        self.engine: FakeEngine | None = None
         self.canary = Canary()
+        self._world: World | None = None
+        self._gateway: Gateway | None = None
 
     def __enter__(self) -> Stack:
         self._thread.start()
-        if not self._ready.wait(WAIT) or self._error is not None:
+        if not self._ready.wait(WAIT * 2) or self._error is not None:
             raise RuntimeError("the test servers did not start") from self._error
         return self
 
@@ -120,15 +129,36 @@ class Stack:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        async with FakeEngine() as engine, self.canary, self._research() as tools:
-            app = create_app(
-                make_settings(engine, **self._settings), tools=tools, registry=CollectorRegistry()
-            )
-            async with serve(app) as url:
-                self.engine = engine
-                self.url = url
+        trust = ssl.create_default_context()
+        self._ca.configure_trust(trust)
+        async with running_origin(self._ca) as origin:
+            policy = policy_for(origin)
+            async with (
+                running_world(origin, policy, trust) as world,
+                self.canary,
+                running_gateway(world, **self._settings) as gateway,
+            ):
+                world.results_on_origin()
+                self._world, self._gateway = world, gateway
                 self._ready.set()
                 await self._stop.wait()
+
+    @property
+    def world(self) -> World:
+        """The running parts (touch them through `call`: they live on the servers' loop)."""
+        assert self._world is not None
+        return self._world
+
+    @property
+    def gateway(self) -> Gateway:
+        """The running gateway."""
+        assert self._gateway is not None
+        return self._gateway
+
+    @property
+    def url(self) -> str:
+        """The gateway's base URL."""
+        return self.gateway.url
 
     # --- Reaching the servers from the test's thread -----------------------------------
 
@@ -147,37 +177,122 @@ class Stack:
 
         return asyncio.run_coroutine_threadsafe(bounded(), self._loop).result()
 
-    def script(self, *replies: Reply) -> None:
+    def until(self, condition: Callable[[], bool], what: str) -> None:
+        """Wait (on the servers' loop) until ``condition()`` holds there."""
+
+        async def poll() -> None:
+            while not condition():
+                await asyncio.sleep(0.02)
+
+        try:
+            self.wait(poll)
+        except TimeoutError:
+            raise AssertionError(f"waited {WAIT:.0f} s for {what}") from None
+
+    # --- The engine ---------------------------------------------------------------------
+
+    def script(self, *replies: EngineReply) -> None:
         """Queue the engine's replies to the next chat requests."""
-        assert self.engine is not None
-        self.call(self.engine.script, *replies)
+        self.call(self.world.engine.script, *replies)
 
     def release(self) -> None:
         """Let the engine's paused reply go on."""
-        assert self.engine is not None
-        self.call(self.engine.release)
+        self.call(self.world.engine.release)
 
     def engine_saw_cancel(self) -> bool:
         """Wait until the engine sees its client close a reply early; False if it never
         does."""
-        engine = self.engine
-        assert engine is not None
         try:
-            self.wait(engine.closed_early.wait)
+            self.wait(self.world.engine.closed_early.wait)
         except TimeoutError:
             return False
         return True
 
     def chats(self) -> list[dict[str, Any]]:
         """The chat request bodies the engine received."""
-        assert self.engine is not None
-        return self.call(lambda: list(self.engine.chats) if self.engine else [])
+        return self.call(lambda: list(self.world.engine.chats))
 
     def stop_engine(self) -> None:
         """Stop the engine: later connections to it are refused."""
-        engine = self.engine
-        assert engine is not None
+        engine = self.world.engine
         self.wait(lambda: engine.__aexit__(None, None, None))
+
+    # --- The origin, SearXNG, the fetcher --------------------------------------------
+
+    def serve(self, path: str, handler: Handler) -> None:
+        """Serve ``handler`` at ``path`` on the origin (any of its names)."""
+        self.call(self.world.origin.routes.__setitem__, path, handler)
+
+    def hold(self, path: str, reply: Reply) -> Held:
+        """Serve ``reply`` at ``path`` only once `let_go` is called."""
+        held = self.wait(lambda: _value(Held, reply))  # its events belong to the loop
+        self.serve(path, held)
+        return held
+
+    def asked(self, held: Held) -> None:
+        """Wait until the fetcher asked for the held page."""
+        self.wait(held.asked.wait)
+
+    def let_go(self, held: Held) -> None:
+        """Answer the held page."""
+        self.call(held.go.set)
+
+    def origin_url(self, path: str, host: str = "origin.test") -> str:
+        """An address on the origin."""
+        return self.world.url(path, host)
+
+    def searches(self) -> list[str]:
+        """The queries SearXNG was asked, in order."""
+        return self.call(self.world.searxng.searches)
+
+    def fetcher_metric(self, family: str, labels: dict[str, str]) -> float:
+        """One counter of the fetcher's metrics."""
+        return self.call(self.world.fetcher.metric, family, labels)
+
+    def fetcher_reads_in_flight(self) -> int:
+        """Reads the fetcher's service is running now."""
+        return self.call(lambda: self.world.fetcher.server.servicer.in_flight)
+
+    def kill_fetcher(self) -> None:
+        """Stop the fetcher at once (later reads find nothing listening)."""
+        self.wait(self.world.fetcher.kill)
+
+    @contextmanager
+    def chat_held_open(self) -> Iterator[None]:
+        """Inside the block, a chat of the test's own (Web off) is open on the gateway,
+        its engine reply paused after the response head."""
+        self.script(EngineReply([Pause(), Data(chunk({}, "stop"))]))
+        client = httpx.AsyncClient(timeout=WAIT, trust_env=False)
+
+        async def open_chat() -> httpx.Response:
+            request = client.build_request(
+                "POST",
+                f"{self.gateway.api}/chat/completions",
+                json={
+                    "model": MODEL,
+                    "messages": [{"role": "user", "content": "hold"}],
+                    "stream": True,
+                },
+                headers=AUTH,
+            )
+            return await client.send(request, stream=True)
+
+        response = self.wait(open_chat)
+        try:
+            assert response.status_code == 200
+            yield
+        finally:
+            self.release()
+
+            async def close() -> None:
+                await response.aclose()
+                await client.aclose()
+
+            self.wait(close)
+
+    def gateway_metric(self, family: str, labels: dict[str, str] | None = None) -> float:
+        """One sample of the gateway's metrics."""
+        return self.call(self.gateway.metric, family, labels)
 
 
 async def _value(fn: Callable[..., T], *args: Any) -> T:

@@ -1,138 +1,165 @@
-"""The chat page in a real browser against a real gateway (SPEC 2a, 4).
+"""The chat page in a real browser against the real gateway and research tools (SPEC 2a, 4).
 
-Headless Chromium drives the page served by the gateway on uvicorn; a scripted fake engine
-answers over HTTP; under the Web switch the phase A stand-in tools produce the
-``searched`` and ``read`` events and number the sources. Pass-through tests (Web off)
-let the engine itself write ``thor_event`` chunks, which is how the ``citations`` event
-and hostile event fields reach the page until the research tools emit them.
+Headless Chromium drives the page served by the gateway on uvicorn. Under the Web switch
+the gateway runs its production tools: searches go to the SearXNG stand-in (recorded
+answers, their results moved to the local HTTPS origin) and pages are read by the
+fetcher's gRPC service on a Unix socket, under the explicit test Policy. Only the model
+is scripted (the fake engine over HTTP). See ``tests/page/stack.py``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import trustme
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from tests.gateway.conftest import KEY
-from tests.gateway.fake_engine import (
-    MODEL,
-    Data,
-    Pause,
-    Reply,
-    Stall,
-    Step,
-    chunk,
-    tool_reply,
-)
+from testkit.origin import html
+from tests.gateway.fake_engine import MODEL, Data, Pause, Stall, chunk
 from tests.page.browser import OUTPUT, Page
-from tests.page.research import FAILED_PAGE, RESULTS, stand_in_research
+from tests.page.chat import (
+    FETCH,
+    SEARCH,
+    article,
+    calls,
+    event_chunk,
+    fetch,
+    ready,
+    say,
+    search,
+    streamed,
+)
 from tests.page.stack import Stack
+from tests.support.searxng import Served
+from tests.support.world import KEY
 
 pytestmark = pytest.mark.browser
 
-
-def event_chunk(event: dict[str, Any]) -> Data:
-    """A tool event as the gateway writes it: an empty delta and ``thor_event``."""
-    obj = chunk({})
-    obj["thor_event"] = event
-    return Data(obj)
-
-
-def streamed(*steps: Step, reasoning: str = "") -> Reply:
-    """A streamed answer: the role chunk, optional reasoning, the steps, the stop chunk."""
-    head: list[Step] = [Data(chunk({"role": "assistant", "content": ""}))]
-    if reasoning:
-        head.append(Data(chunk({"reasoning_content": reasoning})))
-    return Reply([*head, *steps, Data(chunk({}, "stop"))])
+QUESTION = "How do I descale a kettle?"
+#: SearXNG's engines that did not answer, in the recorded answer of a week's search.
+SILENT = (
+    "brave (Suspended: too many requests), duckduckgo (HTTP connection error), google (timeout)"
+)
 
 
-def say(text: str) -> Data:
-    return Data(chunk({"content": text}))
+def kettle_site(stack: Stack) -> str:
+    """The recorded results' first page, linking to a page and to a missing one; its
+    address."""
+    stack.serve(
+        "/kettle/descale",
+        article("Descaling", "Use citric acid.", ("/kettle/more", "/kettle/gone")),
+    )
+    stack.serve("/kettle/more", article("More on descaling", "Rinse twice."))
+    return stack.origin_url("/kettle/descale")
 
 
-def search(query: str, **extra: str) -> Reply:
-    return tool_reply(("web_search", json.dumps({"query": query, **extra})))
-
-
-def read(url: str) -> Reply:
-    return tool_reply(("fetch_page_content_recursive", json.dumps({"url": url})))
-
-
-def ready(page: Page, *, web: bool) -> None:
-    """Open the page, give it the key, wait for the models, set the Web switch."""
-    page.open()
-    page.enter_key(KEY)
-    page.wait_models()
-    page.set_web(web)
+def host(stack: Stack) -> str:
+    """The origin as the page shows it (name and port)."""
+    return urlsplit(stack.origin_url("/")).netloc
 
 
 def test_web_answer_streams_tokens_tool_events_and_linked_citations(
     page: Page, stack: Stack
 ) -> None:
+    start = kettle_site(stack)
+    stack.call(
+        stack.world.searxng.answers.__setitem__,
+        "kettle descale",
+        stack.world.on_origin("search_time_range_week.json"),
+    )
     stack.script(
-        search("what is tigress", time_range="week"),
-        read(RESULTS[0][0]),
+        calls(search("kettle descale", time_range="week")),
+        calls(fetch(start)),
         streamed(
-            say("## Tigress\n\nTigress is a gateway [1] "),
+            say("## Descaling\n\nUse citric acid [1] "),
             Pause(),
-            say("that reads pages for the model [1, 2]."),
+            say("and rinse twice [5]."),
         ),
     )
     ready(page, web=True)
-    page.ask("What is Tigress?")
+    page.ask(QUESTION)
 
     # The engine is paused mid-answer: the first words are on the page already.
-    page.wait_text(".msg.assistant .answer", "Tigress is a gateway")
+    page.wait_text(".msg.assistant .answer", "Use citric acid")
     assert page.visible("#stop")
-    assert "reads pages" not in page.text(".msg.assistant .answer")
-    searched = page.wait_text(".events .searched", "searched:")
-    assert searched.text == (
-        "searched: “what is tigress” · past week · 2 results · no answer from brave (timeout)"
-    )
+    assert "rinse twice" not in page.text(".msg.assistant .answer")
     stack.release()
     page.wait_answer_done()
     assert not page.visible("#stop")
 
     answer = page.last_answer()
     lines = [e.text for e in answer.find_elements(By.CSS_SELECTOR, ".events li")]
-    assert lines == [
-        searched.text,
-        "read: Tigress introduction docs.tigress.test",
-        "could not read: docs.tigress.test — the page took too long",
+    assert lines[:2] == [
+        f"searched: “kettle descale” · past week · 4 results · no answer from {SILENT}",
+        f"read: Descaling {host(stack)}",
+    ]
+    # The crawl's other pages finish in either order.
+    assert sorted(lines[2:]) == [
+        f"could not read: {host(stack)}/kettle/gone — the site answered with an error",
+        f"read: More on descaling {host(stack)}",
     ]
     link = answer.find_element(By.CSS_SELECTOR, ".events .read:not(.failed) a")
-    assert link.get_attribute("href") == RESULTS[0][0]
+    assert link.get_attribute("href") == start
     assert link.get_attribute("target") == "_blank"
     assert link.get_attribute("rel") == "noopener noreferrer"
     failed = answer.find_element(By.CSS_SELECTOR, ".events .failed a")
-    assert failed.get_attribute("href") == FAILED_PAGE
+    assert failed.get_attribute("href") == stack.origin_url("/kettle/gone")
 
-    assert answer.find_element(By.CSS_SELECTOR, ".answer h2").text == "Tigress"
+    assert answer.find_element(By.CSS_SELECTOR, ".answer h2").text == "Descaling"
     cites = answer.find_elements(By.CSS_SELECTOR, ".answer .cite-link")
-    assert [c.text for c in cites] == ["1", "1", "2"]
-    cites[2].click()
+    assert [c.text for c in cites] == ["1", "5"]
+    cites[1].click()
     target = page.until(lambda: page.displayed(".sources li:target"), "the cited source")
     source = target.find_element(By.CSS_SELECTOR, "a")
-    assert target.get_attribute("value") == "2"
-    assert source.get_attribute("href") == RESULTS[1][0]
-    assert source.text == RESULTS[1][1]
+    assert target.get_attribute("value") == "5"
+    assert source.get_attribute("href") == stack.origin_url("/kettle/more")
+    assert source.text == "More on descaling"
     assert source.get_attribute("rel") == "noopener noreferrer"
+    assert page.violations() == []  # the strict CSP lets the page do all of this
 
-    # The Web switch reached the gateway: it offered the engine its tools.
+    # The Web switch reached the gateway: it offered the engine its real tools, and the
+    # search and the read went through SearXNG and the fetcher.
     first = stack.chats()[0]
-    assert [t["function"]["name"] for t in first["tools"]] == [
-        "web_search",
-        "fetch_page_content_recursive",
-    ]
+    assert [t["function"]["name"] for t in first["tools"]] == [SEARCH, FETCH]
+    assert stack.searches() == ["kettle descale"]
+    assert (
+        stack.fetcher_metric("tigress_fetcher_grpc_handled", {"method": "ReadStream", "code": "OK"})
+        == 1
+    )
 
 
-def test_stop_mid_answer_cancels_the_work_on_the_server(page: Page, stack: Stack) -> None:
-    stack.script(search("slow question"), streamed(say("The first words"), Stall()))
+def test_the_progress_line_says_what_the_tools_do(page: Page, stack: Stack) -> None:
+    held = stack.hold("/kettle/descale", article("Descaling", "Use citric acid."))
+    stack.script(
+        calls(search("kettle descale")),
+        calls(fetch(stack.origin_url("/kettle/descale"))),
+        streamed(Pause(), say("Citric acid [1].")),
+    )
+    ready(page, web=True)
+    page.ask(QUESTION)
+
+    # While the fetcher waits for the page, the line names the site being read...
+    stack.asked(held)
+    page.wait_text(".msg.assistant .progress", f"reading {host(stack)}…")
+    assert page.text(".msg.assistant .events") == (
+        "searched: “kettle descale” · 6 results · no answer from brave (too many requests), "
+        "duckduckgo (HTTP connection error), google (timeout)"
+    )
+    stack.let_go(held)
+    # ...then the model is at work again (the tools are done), then writes the answer.
+    page.wait_text(".msg.assistant .progress", "thinking…")
+    stack.release()
+    page.wait_answer_done()
+    assert not page.visible(".msg.assistant .progress")
+
+
+def test_stop_mid_answer_cancels_the_engine_request(page: Page, stack: Stack) -> None:
+    stack.script(calls(search("slow question")), streamed(say("The first words"), Stall()))
     ready(page, web=True)
     page.ask("A slow question")
     page.wait_text(".msg.assistant .answer", "The first words")
@@ -143,6 +170,38 @@ def test_stop_mid_answer_cancels_the_work_on_the_server(page: Page, stack: Stack
     page.wait_text(".msg.assistant .note", "Stopped.")
     assert page.text(".msg.assistant .answer") == "The first words"
     assert page.visible("#send")
+    closed = {"mode": "web", "outcome": "client_closed"}
+    stack.until(
+        lambda: stack.gateway.metric("tigress_gateway_chat_requests", closed) == 1,
+        "the gateway to count the chat closed by its client",
+    )
+
+
+def test_stop_during_a_crawl_cancels_the_fetchers_read(page: Page, stack: Stack) -> None:
+    held = stack.hold("/kettle/descale", article("Descaling", "Never shown."))
+    stack.script(
+        calls(search("kettle")),
+        calls(fetch(stack.origin_url("/kettle/descale"))),
+        streamed(say("Never asked for.")),
+    )
+    ready(page, web=True)
+    page.ask(QUESTION)
+    stack.asked(held)  # the fetcher is reading
+    page.wait_text(".msg.assistant .progress", f"reading {host(stack)}…")
+
+    page.find("#stop").click()
+
+    # The fetcher sees the cancel: its streaming read ends CANCELLED, none is left running.
+    cancelled = {"method": "ReadStream", "code": "CANCELLED"}
+    stack.until(
+        lambda: stack.world.fetcher.metric("tigress_fetcher_grpc_handled", cancelled) == 1,
+        "the fetcher to count its read cancelled",
+    )
+    assert stack.fetcher_reads_in_flight() == 0
+    page.wait_text(".msg.assistant .note", "Stopped.")
+    assert not page.visible(".msg.assistant .progress")
+    stack.let_go(held)
+    assert len(stack.chats()) == 2  # the model was never asked again
 
 
 def test_retry_copy_and_new_chat(page: Page, stack: Stack) -> None:
@@ -181,7 +240,7 @@ def test_retry_copy_and_new_chat(page: Page, stack: Stack) -> None:
 
 
 def test_controls_have_names_for_screen_readers(page: Page, stack: Stack) -> None:
-    stack.script(search("names"), streamed(say("Named [1]."), reasoning="Thinking."))
+    stack.script(calls(search("names")), streamed(say("Named [1]."), reasoning="Thinking."))
     ready(page, web=True)
     page.ask("Names?")
     page.wait_answer_done()
@@ -193,7 +252,7 @@ def test_controls_have_names_for_screen_readers(page: Page, stack: Stack) -> Non
     assert len(controls) > 10
     unnamed = [c.get_attribute("outerHTML") for c in controls if not c.accessible_name.strip()]
     assert unnamed == []
-    assert page.find(".cite-link").accessible_name == "source 1: Tigress introduction"
+    assert page.find(".cite-link").accessible_name == "source 1: Kettle descaling guide"
     assert page.find("#web").aria_role == "switch"
     reasoning = page.find(".reasoning")
     assert reasoning.get_attribute("open") is None  # folded
@@ -218,8 +277,29 @@ def test_wrong_key_gets_a_clear_message_and_the_right_one_works(page: Page) -> N
     assert page.find("#prompt").get_attribute("value") == "typed next"
 
 
+def hostile_search(stack: Stack, canary: str) -> Served:
+    """A SearXNG answer carrying markup: in its titles as entities (SearXNG escapes them;
+    the gateway decodes them to text), in an unresponsive engine's name and reason raw."""
+    body = {
+        "query": "nasty",
+        "results": [
+            {
+                "url": stack.origin_url("/nasty"),
+                "title": f"&lt;img src={canary}/title onerror=alert(1)&gt; Nasty",
+                "content": "&lt;script&gt;alert(1)&lt;/script&gt;",
+            },
+            {"url": stack.origin_url("/other"), "title": "&lt;b&gt;Other&lt;/b&gt;"},
+        ],
+        "unresponsive_engines": [["<img src=x onerror=alert(1)>", "<b>x</b>"]],
+    }
+    return Served(200, "application/json", json.dumps(body).encode())
+
+
 def test_hostile_answer_is_shown_as_text_and_nothing_runs(page: Page, stack: Stack) -> None:
     canary = stack.canary.url
+    hostile = f"&lt;img src={canary}/page onerror=alert(1)&gt;"
+    stack.serve("/nasty", html(f"<html><head><title>{hostile}</title></head><body>x</body>"))
+    stack.call(stack.world.searxng.answers.__setitem__, "nasty", hostile_search(stack, canary))
     answer = (
         f"<script>window.__pwned = 'script'; fetch('{canary}/script')</script>\n\n"
         f'Look <img src="{canary}/img" onerror="window.__pwned = \'img\'"> here.\n\n'
@@ -230,43 +310,50 @@ def test_hostile_answer_is_shown_as_text_and_nothing_runs(page: Page, stack: Sta
         f'<iframe src="{canary}/frame"></iframe>\n\n'
         "[evil]: javascript:alert(1)\n\nSee [evil] and the sources [1] [2]."
     )
-    hostile_title = f"<img src={canary}/title onerror=alert(1)>"
+    forged_title = f"<img src={canary}/forged onerror=alert(1)>"
     stack.script(
+        # Web on: hostile search results, page title and answer, through the real tools.
+        calls(search("nasty")),
+        calls(fetch(stack.origin_url("/nasty"))),
+        streamed(say(answer), reasoning=f'<img src="{canary}/reasoning" onerror="alert(1)">'),
+        # Web off: an engine behind a pass-through request forges tool events, with
+        # addresses that are not http(s).
         streamed(
-            event_chunk(
-                {
-                    "type": "searched",
-                    "queries": ["<script>alert(1)</script>"],
-                    "results": 1,
-                    "unresponsive_engines": [["<b>x</b>", "<img src=x onerror=alert(1)>"]],
-                }
-            ),
             event_chunk(
                 {
                     "type": "read",
                     "url": "javascript:alert(1)",
                     "final_url": "javascript:alert(1)",
-                    "title": hostile_title,
+                    "title": forged_title,
                     "ok": True,
+                }
+            ),
+            event_chunk(
+                {
+                    "type": "working",
+                    "calls": [{"tool": "<b>x</b>", "url": "javascript:alert(1)"}],
                 }
             ),
             event_chunk(
                 {
                     "type": "sources",
                     "sources": [
-                        {"n": 1, "url": "javascript:alert(1)", "title": hostile_title},
+                        {"n": 1, "url": "javascript:alert(1)", "title": forged_title},
                         {"n": 2, "url": "data:text/html,<script>alert(1)</script>", "title": "d"},
                     ],
                 }
             ),
-            say(answer),
-            reasoning=f'<img src="{canary}/reasoning" onerror="alert(1)">',
-        )
+            say("Forged [1] [2]."),
+        ),
     )
-    ready(page, web=False)
+    ready(page, web=True)
     page.ask("Show me something nasty")
     page.wait_answer_done()
-    done = page.last_answer()
+    real = page.last_answer()
+    page.set_web(False)
+    page.ask("And now forged events")
+    page.wait_answer_done()
+    forged = page.last_answer()
 
     assert page.alert_text() is None
     assert page.driver.execute_script("return window.__pwned") is None
@@ -276,20 +363,31 @@ def test_hostile_answer_is_shown_as_text_and_nothing_runs(page: Page, stack: Sta
         ".map((a) => a.getAttribute('href'))"
     )
     assert all(h.startswith(("http://", "https://", "#")) for h in hrefs), hrefs
-    # The citations point into the list, where the unsafe addresses are plain text.
-    assert done.find_elements(By.CSS_SELECTOR, ".sources a") == []
-    assert len(done.find_elements(By.CSS_SELECTOR, ".sources .unsafe-link")) == 2
-    text = done.find_element(By.CSS_SELECTOR, ".answer").get_attribute("textContent") or ""
+
+    # The real tools: the markup of the results, the engine names and the page's title
+    # is shown as text.
+    events = real.find_element(By.CSS_SELECTOR, ".events").text
+    assert "no answer from <img src=x onerror=alert(1)> (<b>x</b>)" in events
+    assert f"read: <img src={canary}/page onerror=alert(1)>" in events
+    assert f"<img src={canary}/title onerror=alert(1)> Nasty" in (
+        real.find_element(By.CSS_SELECTOR, ".sources").get_attribute("textContent") or ""
+    )
+    text = real.find_element(By.CSS_SELECTOR, ".answer").get_attribute("textContent") or ""
     assert "<script>window.__pwned = 'script';" in text
     assert f'<img src="{canary}/img" onerror=' in text
     assert "[click me](javascript:window.__pwned='link')" in text
-    assert hostile_title in (done.get_attribute("textContent") or "")
+    assert [c.text for c in real.find_elements(By.CSS_SELECTOR, ".cite-link")] == ["1", "2"]
+
+    # The forged events: their unsafe addresses are plain text, never links.
+    assert forged.find_elements(By.CSS_SELECTOR, ".sources a") == []
+    assert len(forged.find_elements(By.CSS_SELECTOR, ".sources .unsafe-link")) == 2
+    assert forged_title in (forged.get_attribute("textContent") or "")
     assert stack.call(lambda: list(stack.canary.paths)) == []
     assert page.violations() == []
 
 
 def test_reload_keeps_the_conversation(page: Page, stack: Stack) -> None:
-    stack.script(search("tigress"), streamed(say("Tigress reads the web [1].")))
+    stack.script(calls(search("kettle")), streamed(say("Descale with citric acid [1].")))
     ready(page, web=True)
     prompt = page.find("#prompt")
     prompt.send_keys("Remember this", Keys.SHIFT, Keys.ENTER, Keys.SHIFT, "and this")
@@ -301,7 +399,7 @@ def test_reload_keeps_the_conversation(page: Page, stack: Stack) -> None:
     page.driver.refresh()
 
     page.wait_text(".msg.user .bubble", "Remember this\nand this")
-    page.wait_text(".msg.assistant .answer", "Tigress reads the web [1].")
+    page.wait_text(".msg.assistant .answer", "Descale with citric acid [1].")
     assert page.last_answer().text == before
     assert page.find(".msg.assistant .cite-link").get_attribute("href") is not None
     assert not page.visible("#key-dialog")  # the key was kept too
@@ -310,26 +408,23 @@ def test_reload_keeps_the_conversation(page: Page, stack: Stack) -> None:
 
 
 def test_citations_event_marks_numbers_that_are_not_sources(page: Page, stack: Stack) -> None:
-    sources = [{"n": 1, "url": RESULTS[0][0], "title": RESULTS[0][1]}]
-    stack.script(
-        streamed(
-            event_chunk({"type": "sources", "sources": sources}),
-            say("Known [1]. Made up [7]."),
-            event_chunk({"type": "citations", "cited": [1], "unknown": [7]}),
-        )
-    )
-    ready(page, web=False)
-    page.ask("Cite something")
+    stack.script(calls(search("kettle")), streamed(say("Known [1]. Made up [12].")))
+    ready(page, web=True)
+    page.ask(QUESTION)
     page.wait_answer_done()
     answer = page.last_answer()
 
+    # The gateway's loop checked the answer's numbers against its six sources.
     assert [c.text for c in answer.find_elements(By.CSS_SELECTOR, ".cite-link")] == ["1"]
     unknown = answer.find_element(By.CSS_SELECTOR, ".cite-unknown")
-    assert unknown.text == "7"
-    assert unknown.get_attribute("aria-label") == "7, not one of this answer's sources"
-    assert answer.find_element(By.CSS_SELECTOR, ".sources li").text == (
-        f"{RESULTS[0][1]} docs.tigress.test"
+    assert unknown.text == "12"
+    assert unknown.get_attribute("aria-label") == "12, not one of this answer's sources"
+    cited = answer.find_elements(By.CSS_SELECTOR, ".sources > ol li")
+    assert [c.text for c in cited] == [f"Kettle descaling guide {host(stack)}"]
+    assert answer.find_element(By.CSS_SELECTOR, ".more-sources summary").text == (
+        "Other sources found (5)"
     )
+    assert stack.gateway_metric("tigress_gateway_unknown_citations") == 1
 
 
 def test_engine_down_is_told_in_words(page: Page, stack: Stack) -> None:
@@ -343,31 +438,38 @@ def test_engine_down_is_told_in_words(page: Page, stack: Stack) -> None:
 
 
 def test_screenshots_at_desktop_and_phone_width_light_and_dark(page: Page, stack: Stack) -> None:
+    held = stack.hold(
+        "/kettle/descale",
+        article("Descaling", "Use citric acid.", ("/kettle/more", "/kettle/gone")),
+    )
+    stack.serve("/kettle/more", article("More on descaling", "Rinse twice."))
     stack.script(
-        search("tigress design", time_range="month"),
-        read(RESULTS[0][0]),
+        calls(search("kettle descale", time_range="month")),
+        calls(fetch(stack.origin_url("/kettle/descale"))),
         streamed(
             Pause(),
-            Data(chunk({"reasoning_content": "The user asks about the design. Search, read."})),
+            Data(chunk({"reasoning_content": "The user asks how to descale. Search, read."})),
             say(
-                "## How Tigress answers\n\n"
-                "Tigress keeps the model away from the network: the **gateway** runs the "
-                "tool loop [1], and the **fetcher** is the only process that reads the web "
-                "[2].\n\n"
-                "- Searches go through your own SearXNG [1].\n"
-                "- Pages are read over https only, two hops at most [2].\n\n"
-                "| Part | Job |\n|---|---|\n| gateway | the chat API |\n| fetcher | the web |\n\n"
-                "```sh\nmake run\n```\n\nA number that is not a source: [9]."
+                "## How to descale a kettle\n\n"
+                "Fill it with water and **citric acid**, boil, let it stand, then rinse "
+                "[1]. Vinegar works too but leaves a smell [2].\n\n"
+                "- Rinse twice before the next brew [7].\n"
+                "- Descale every month in hard-water areas [3].\n\n"
+                "| Acid | Amount |\n|---|---|\n| citric | 2 tbsp |\n| vinegar | 1 cup |\n\n"
+                "```sh\nmake run\n```\n\nA number that is not a source: [19]."
             ),
         ),
     )
     ready(page, web=True)
-    page.ask("How does Tigress answer from the web?")
-    # Paused before the answer: the progress line names the site being read.
-    page.wait_text(".msg.assistant .progress", "reading docs.tigress.test…")
+    page.ask("How do I descale a kettle, and how often?")
+    # While the fetcher reads, the progress line names the site being read.
+    stack.asked(held)
+    page.wait_text(".msg.assistant .progress", f"reading {host(stack)}…")
     shots = []
     with page.emulating(phone=False, dark=False):
         shots.append(page.screenshot("working-desktop-light"))
+    stack.let_go(held)
+    page.wait_text(".msg.assistant .progress", "thinking…")
     stack.release()
     page.wait_answer_done()
     for phone in (False, True):
@@ -387,8 +489,8 @@ def test_screenshots_at_desktop_and_phone_width_light_and_dark(page: Page, stack
         assert shot.read_bytes().startswith(b"\x89PNG")
 
 
-def test_gateway_without_keys_never_asks_for_one(driver: WebDriver) -> None:
-    with Stack(stand_in_research, api_keys=()) as stack:
+def test_gateway_without_keys_never_asks_for_one(driver: WebDriver, ca: trustme.CA) -> None:
+    with Stack(ca, api_keys=()) as stack:
         page = Page(driver, stack.url)
         stack.script(streamed(say("No key needed.")))
         page.open()

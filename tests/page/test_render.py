@@ -11,8 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import trustme
 from selenium.webdriver.chrome.webdriver import WebDriver
 
+from fetcher.reasons import Reason
+from gateway.fetch_rules import ReadProblem
+from gateway.search_text import BUDGET_SPENT
+from gateway.searxng_answer import FailureCause
 from tests.page.browser import Page
 from tests.page.stack import Stack
 
@@ -43,8 +48,8 @@ import('/static/render.js').then((render) => {
 
 
 @pytest.fixture(scope="module")
-def render_page(driver: WebDriver) -> Iterator[Page]:
-    with Stack() as stack:
+def render_page(driver: WebDriver, ca: trustme.CA) -> Iterator[Page]:
+    with Stack(ca) as stack:
         page = Page(driver, stack.url)
         page.open()
         yield page
@@ -145,3 +150,127 @@ def test_markdown_keeps_its_structure(render_page: Page) -> None:
         "CODE", "DIV", "TABLE", "THEAD", "TR", "TH", "TBODY", "TR", "TD", "P", "A", "HR",
     ]  # fmt: skip
     assert result["hrefs"] == ["https://example.org/x"]
+
+
+def call(page: Page, function: str, *args: Any) -> Any:
+    """``render.<function>(...args)`` in the page."""
+    return page.driver.execute_async_script(
+        "const [name, args, done] = [arguments[0], arguments[1], arguments[2]];"
+        "import('/static/render.js').then((r) => done(r[name](...args)));",
+        function,
+        list(args),
+    )
+
+
+#: Every reason word a ``read`` event may carry: the fetcher's (SPEC 7,
+#: ``fetcher/reasons.py``) and the gateway's for a read that reached no page
+#: (``gateway/fetch_rules.py`` ReadProblem).
+READ_REASONS = {
+    "scheme": "only https addresses are read",
+    "port": "only the standard https port is read",
+    "userinfo": "addresses with a user name are not read",
+    "malformed": "the address is not valid",
+    "not_in_answer": "not in this answer's search results",
+    "not_public": "the address is not on the public internet",
+    "dns": "the name was not found",
+    "connect": "the site could not be reached",
+    "tls": "the site's certificate was not valid",
+    "timeout": "the page took too long",
+    "too_large": "the page is too large",
+    "content_type": "not a page that can be read as text",
+    "http_status": "the site answered with an error",
+    "redirects": "too many redirects",
+    "internal": "the page reader failed on this page",
+    "unavailable": "the page reader (fetcher) is not running",
+    "busy": "the page reader is busy with other reads",
+    "failed": "the page reader failed",
+    "budget": "the page budget for this answer is spent",
+}
+
+
+def test_every_read_reason_has_words(render_page: Page) -> None:
+    words = {reason: call(render_page, "reasonText", reason) for reason in READ_REASONS}
+    assert words == READ_REASONS
+    assert {r.value for r in Reason} | {p.value for p in ReadProblem} == set(READ_REASONS)
+
+
+#: Every ``error`` of a ``searched`` event: SearXNG's failure causes and ``budget``.
+SEARCH_ERRORS = {
+    "unreachable": "the search engine (SearXNG) cannot be reached",
+    "timeout": "the search engine (SearXNG) did not answer in time",
+    "broken": "the connection to the search engine (SearXNG) broke",
+    "bad_request": "the search engine (SearXNG) rejected the search",
+    "json_disabled": "the search engine (SearXNG) does not allow JSON answers",
+    "rate_limited": "the search engine's limiter refused the gateway (too many requests)",
+    "server_error": "the search engine (SearXNG) had an internal error",
+    "http_status": "the search engine (SearXNG) answered with an error",
+    "content_type": "the answer was not from the search engine (SearXNG)",
+    "not_json": "the answer was not from the search engine (SearXNG)",
+    "budget": "the search budget for this answer is spent",
+}
+
+
+def test_every_search_error_has_words(render_page: Page) -> None:
+    words = {error: call(render_page, "searchErrorText", error) for error in SEARCH_ERRORS}
+    assert words == SEARCH_ERRORS
+    assert {c.value for c in FailureCause} | {BUDGET_SPENT} == set(SEARCH_ERRORS)
+
+
+@pytest.mark.parametrize(
+    ("function", "word", "words"),
+    [
+        ("reasonText", "pdf_encrypted", "pdf encrypted"),
+        ("reasonText", "__proto__", "  proto  "),
+        ("reasonText", "toString", "toString"),
+        ("reasonText", "<b>x</b>", "<b>x</b>"),
+        ("reasonText", "", "it could not be read"),
+        ("searchErrorText", "new_cause", "new cause"),
+        ("searchErrorText", "constructor", "constructor"),
+    ],
+    ids=["new-word", "proto", "inherited-name", "markup", "empty", "new-cause", "constructor"],
+)
+def test_an_unknown_word_is_shown_as_itself(
+    render_page: Page, function: str, word: str, words: str
+) -> None:
+    # A word added later (a parallel branch's PDF reasons, say) reads as itself; names of
+    # the object's prototype are not looked up.
+    assert call(render_page, function, word) == words
+
+
+@pytest.mark.parametrize(
+    ("calls", "line"),
+    [
+        ([], ""),
+        ([{"tool": "web_search", "query": "kettle"}], "searching “kettle”"),
+        (
+            [{"tool": "fetch_page_content_recursive", "url": "https://example.org:8443/a"}],
+            "reading example.org:8443",
+        ),
+        (
+            [
+                {"tool": "web_search", "query": "a"},
+                {"tool": "web_search", "query": "b"},
+                {"tool": "fetch_page_content_recursive", "url": "https://x.example/1"},
+                {"tool": "fetch_page_content_recursive", "url": "https://x.example/2"},
+            ],
+            "searching “a”, “b” and reading x.example",
+        ),
+        (
+            [{"tool": "web_search", "query": q} for q in "abcde"],
+            "searching “a”, “b” and 3 more",
+        ),
+        ([{"tool": "web_search", "query": "x" * 100}], f"searching “{'x' * 59}…”"),
+        (
+            [{"tool": "fetch_page_content_recursive", "url": "javascript:alert(1)"}],
+            "reading a page",
+        ),
+        ([{"tool": "other_tool"}], "running other_tool"),
+        ([None, "x", {"query": 3}], ""),
+    ],
+    ids=[
+        "none", "search", "read", "both", "many", "long-query", "unsafe-address",
+        "other-tool", "malformed",
+    ],
+)  # fmt: skip
+def test_the_progress_line_names_what_runs(render_page: Page, calls: list[Any], line: str) -> None:
+    assert call(render_page, "workingText", calls) == line

@@ -208,7 +208,13 @@ async def test_the_page_budget_limits_the_crawl_and_then_refuses(
     assert budgets.pages_used == 2
     events, done = await run(fetcher_client, origin.url("/a"), ledger=ledger, budgets=budgets)
     assert events == []
-    assert done == FetchDone(prompts.PAGE_BUDGET_SPENT.format(limit=2), "refused")
+    unread = Read(origin.url("/a"), origin.url("/a"), "", ok=False, reason="budget")
+    assert done == FetchDone(
+        prompts.PAGE_BUDGET_SPENT.format(limit=2),
+        "refused",
+        problem=ReadProblem.BUDGET,
+        unread=unread,
+    )
 
 
 async def test_a_missing_socket_is_a_clear_result_at_once() -> None:
@@ -220,6 +226,9 @@ async def test_a_missing_socket_is_a_clear_result_at_once() -> None:
             events, done = await run(client, "https://a.example/", ledger=ledger, budgets=budgets)
     assert events == []
     assert done.problem is ReadProblem.UNAVAILABLE
+    assert done.unread == Read(
+        "https://a.example/", "https://a.example/", "", ok=False, reason="unavailable"
+    )
     assert done.text == prompts.FETCH_UNAVAILABLE.format(url="https://a.example/")
     assert done.outcome == "error"
     assert budgets.pages_used == 0
@@ -249,12 +258,15 @@ async def test_a_read_past_its_deadline_ends_with_a_clear_result(
     origin.routes["/"] = gated(asyncio.Event(), page("Never"))
     ledger = Ledger()
     ledger.add(origin.url("/"), found=Found.SEARCH)
-    _, done = await run(
+    events, done = await run(
         fetcher_client, origin.url("/"), ledger=ledger, budgets=BudgetCounter(16, 12), deadline=0.5
     )
     # The fetcher fits the crawl into the deadline, so the page usually fails with
     # "timeout"; on a loaded machine the call's own deadline may pass first.
     assert done.outcome == "timeout"
+    # Either the page's own event or, when no event came, one saying why.
+    unread = Read(origin.url("/"), origin.url("/"), "", ok=False, reason="timeout")
+    assert done.unread == (None if events else unread)
     assert done.text in (
         prompts.FIRST_PAGE_NOT_READ.format(url=origin.url("/"), reason="the page took too long"),
         prompts.FETCH_TIMEOUT.format(url=origin.url("/")),
@@ -274,6 +286,8 @@ async def test_a_call_past_its_own_deadline_ends_with_the_timeout_line(
     )
     assert done.problem is ReadProblem.TIMEOUT
     assert done.outcome == "timeout"
+    assert done.unread is not None
+    assert done.unread.reason == "timeout"
     assert done.text == prompts.FETCH_TIMEOUT.format(url=origin.url("/"))
     assert budgets.pages_used == 0
 

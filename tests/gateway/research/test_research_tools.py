@@ -156,8 +156,11 @@ async def test_every_fetcher_down_is_one_clear_result(origin: Origin) -> None:
             FetcherClient(f"unix:{folder / 'b.sock'}") as b,
         ):
             items = await run(FetchPages([a, b], deadline=5.0), {"url": origin.url("/")}, ctx)
+    # One event says why nothing was read (after the last fetcher was tried), then the
+    # result.
     assert items == [
-        ToolResult(prompts.FETCH_UNAVAILABLE.format(url=origin.url("/")), ToolOutcome.ERROR)
+        Read(origin.url("/"), origin.url("/"), "", ok=False, reason="unavailable"),
+        ToolResult(prompts.FETCH_UNAVAILABLE.format(url=origin.url("/")), ToolOutcome.ERROR),
     ]
     assert ctx.budgets.pages_used == 0
 

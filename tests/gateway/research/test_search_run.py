@@ -13,6 +13,7 @@ from gateway.ledger import BudgetCounter, Ledger
 from gateway.search_run import SearchDone, web_search
 from gateway.searxng import SearxngClient
 from gateway.searxng_answer import FailureCause
+from gateway.tool_events import Searched
 from tests.support.searxng import SearxngStandIn, index, recorded, refusing_url, search_files
 
 
@@ -130,7 +131,8 @@ async def test_a_call_past_the_budget_is_answered_and_not_run(
     budgets = BudgetCounter(searches=1, pages=12)
     budgets.take_searches(1)
     done = await search(searxng_client, budgets=budgets, query="kettle")
-    assert done == SearchDone(prompts.SEARCH_BUDGET_SPENT.format(limit=1), None, "refused")
+    refused = Searched(queries=("kettle",), error="budget")
+    assert done == SearchDone(prompts.SEARCH_BUDGET_SPENT.format(limit=1), refused, "refused")
     assert searxng.asked == []
 
 
