@@ -45,14 +45,16 @@ import trustme
 from prometheus_client import CollectorRegistry
 
 from fetcher.client import FetcherClient, PageRead
+from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader
 from fetcher.metrics import Metrics
 from fetcher.policy import Policy
 from fetcher.resolver import StaticResolver
-from fetcher.server import FetcherServer, crawl_reader
+from fetcher.server import FetcherServer
 from fetcher.settings import Settings, parse_listen
+from fetcher.workers import WorkerPool
 from testkit.origin import Origin, Reply
-from tests.support.searxng import SearxngStandIn, pointed_at, recorded
+from testkit.searxng import SearxngStandIn, pointed_at, recorded
 
 MODEL = "bench-model"
 #: Scripted delays (seconds): before each engine round, before each page of the site.
@@ -230,23 +232,28 @@ async def _serve_fetcher(folder: Path, site_port: int) -> None:
     _load_ca(folder).configure_trust(context)
     # The explicit benchmark policy: the loopback site's address and port, nothing else.
     policy = Policy(ports=frozenset({site_port}), exempt=(ip_network("127.0.0.1/32"),))
-    async with Downloader(
-        policy=policy,
-        resolver=StaticResolver({name: ["127.0.0.1"] for name in NAMES}),
-        ssl_context=context,
-    ) as downloader:
-        settings = Settings(
-            listen=(parse_listen(f"unix:{folder / 'f.sock'}"),), max_concurrent_reads=128
-        )
-        server = FetcherServer(
-            settings,
-            reader=crawl_reader(downloader, concurrency=4),
-            metrics=Metrics(CollectorRegistry()),
-        )
-        await server.start()
-        print(os.getpid(), flush=True)
-        await _wait_for_signal()
-        await server.stop(grace=0)
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    try:
+        async with Downloader(
+            policy=policy,
+            resolver=StaticResolver({name: ["127.0.0.1"] for name in NAMES}),
+            ssl_context=context,
+        ) as downloader:
+            settings = Settings(
+                listen=(parse_listen(f"unix:{folder / 'f.sock'}"),), max_concurrent_reads=128
+            )
+            server = FetcherServer(
+                settings,
+                reader=Crawler(downloader=downloader, pool=pool, concurrency=4),
+                metrics=Metrics(CollectorRegistry()),
+                pool=pool,
+            )
+            await server.start()
+            print(os.getpid(), flush=True)
+            await _wait_for_signal()
+            await server.stop(grace=0)
+    finally:
+        pool.close()
 
 
 # --- The client ---------------------------------------------------------------------------

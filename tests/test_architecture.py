@@ -2,6 +2,8 @@
 
 - Data flows one way: ``fetcher`` never imports ``gateway``; ``gateway`` imports from the
   fetcher side only the client and the generated contract.
+- Tests and benchmarks never import each other; what both use lives in ``testkit``, which
+  imports neither.
 - No shipped module builds a loosened policy: ``Policy(...)`` (and, in the fetcher, the
   download ``Limits(...)`` and the render ``WorkLimits(...)``) is only ever called with no
   arguments outside the tests, so no setting, flag or variable can switch a rule off.
@@ -48,6 +50,18 @@ def test_gateway_imports_only_the_client_and_the_contract_from_the_fetcher(path:
         and not name.startswith(GATEWAY_MAY_IMPORT)
     ]
     assert foreign == []
+
+
+@pytest.mark.parametrize(
+    "path", modules("bench") + modules("testkit"), ids=lambda p: f"{p.parent.name}/{p.name}"
+)
+def test_benchmarks_and_testkit_never_import_the_tests(path: Path) -> None:
+    assert not [name for name in imports(path) if name.split(".")[0] == "tests"]
+
+
+@pytest.mark.parametrize("path", modules("tests") + modules("testkit"), ids=lambda p: p.name)
+def test_tests_and_testkit_never_import_the_benchmarks(path: Path) -> None:
+    assert not [name for name in imports(path) if name.split(".")[0] == "bench"]
 
 
 def calls_with_arguments(path: Path, callee: str) -> list[int]:

@@ -3,7 +3,7 @@
 The parts and the gateway are started by ``tests/support/world.py`` (shared with the
 browser tests); here they are pytest fixtures:
 
-- the SearXNG stand-in (``tests/support/searxng.py``) serving the recorded answers, their
+- the SearXNG stand-in (``testkit/searxng.py``) serving the recorded answers, their
   result addresses rewritten to the local HTTPS origin;
 - the fetcher's real gRPC service on a Unix socket (``tests/support/fetcher_service.py``)
   reading that origin through the explicit test Policy;

@@ -18,11 +18,11 @@ from fetcher.policy import Policy
 from gateway import prompts
 from gateway.settings import EngineSettings, Timeouts
 from testkit.origin import Reply, Request, html
+from testkit.searxng import Served, recorded, refusing_url
 from tests.e2e.client import Answer, KeepAlive, body, stream_answer
 from tests.e2e.conftest import AUTH, E2E_TIMEOUTS, Gateway, GatewayFactory, World
 from tests.gateway.fake_engine import text_reply, tool_reply
 from tests.support.fetcher_service import running_fetcher, socket_folder
-from tests.support.searxng import Served, recorded, refusing_url
 
 SEARCH = "web_search"
 FETCH = "fetch_page_content_recursive"

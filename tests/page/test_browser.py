@@ -20,6 +20,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from testkit.origin import html
+from testkit.searxng import Served
 from tests.gateway.fake_engine import MODEL, Data, Pause, Stall, chunk
 from tests.page.browser import OUTPUT, Page
 from tests.page.chat import (
@@ -35,7 +36,6 @@ from tests.page.chat import (
     streamed,
 )
 from tests.page.stack import Stack
-from tests.support.searxng import Served
 from tests.support.world import KEY
 
 pytestmark = pytest.mark.browser

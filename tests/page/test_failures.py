@@ -18,10 +18,10 @@ from selenium.webdriver.common.by import By
 
 from gateway.settings import Budgets, Limits
 from testkit.origin import Reply, redirect
+from testkit.searxng import recorded
 from tests.page.browser import Page
 from tests.page.chat import article, calls, fetch, ready, say, search, streamed
 from tests.page.stack import Stack
-from tests.support.searxng import recorded
 
 pytestmark = pytest.mark.browser
 

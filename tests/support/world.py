@@ -1,7 +1,7 @@
 """Every real part of a Web-on answer but the model and the search engine, for one test.
 
 - the local HTTPS origin (``testkit.origin``) the fetcher reads;
-- the SearXNG stand-in (``tests/support/searxng.py``) serving the recorded answers, their
+- the SearXNG stand-in (``testkit/searxng.py``) serving the recorded answers, their
   result addresses rewritten to that origin;
 - the fetcher's real gRPC service on a Unix socket (``tests/support/fetcher_service.py``)
   reading the origin through the explicit test Policy;
@@ -33,16 +33,16 @@ from gateway.serving import uvicorn_config
 from gateway.settings import EngineSettings, Settings, Timeouts
 from testkit.fetcher import socket_folder
 from testkit.origin import Origin
-from tests.gateway.fake_engine import FakeEngine
-from tests.gateway.servers import serve
-from tests.support.fetcher_service import FetcherService, running_fetcher
-from tests.support.searxng import (
+from testkit.searxng import (
     SearxngStandIn,
     Served,
     pointed_at,
     recorded,
     running_searxng,
 )
+from tests.gateway.fake_engine import FakeEngine
+from tests.gateway.servers import serve
+from tests.support.fetcher_service import FetcherService, running_fetcher
 
 KEY = "e2e-key-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {KEY}"}

@@ -17,8 +17,8 @@ from fetcher.client import FetcherClient
 from fetcher.policy import Policy
 from gateway.searxng import SearxngClient, http_client
 from testkit.origin import Origin
+from testkit.searxng import SearxngStandIn, running_searxng
 from tests.support.fetcher_service import FetcherService, running_fetcher, socket_folder
-from tests.support.searxng import SearxngStandIn, running_searxng
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from gateway.search_run import web_search
 from gateway.searxng import SearxngClient
 from gateway.tool_events import Read
 from testkit.origin import Origin, html
-from tests.support.searxng import SearxngStandIn, pointed_at, recorded
+from testkit.searxng import SearxngStandIn, pointed_at, recorded
 
 HOSTS = {"example.org": "origin.test", "example.com": "www.origin.test"}
 

@@ -18,8 +18,8 @@ from gateway.searxng import SearxngClient
 from gateway.tool_events import Read, Searched
 from gateway.tools import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
 from testkit.origin import Origin, html
+from testkit.searxng import SearxngStandIn, recorded, refusing_url
 from tests.support.fetcher_service import FetcherService, socket_folder
-from tests.support.searxng import SearxngStandIn, recorded, refusing_url
 
 
 def context(ledger: Ledger | None = None, user_text: str = "") -> ToolContext:

@@ -14,7 +14,7 @@ from gateway.search_run import SearchDone, web_search
 from gateway.searxng import SearxngClient
 from gateway.searxng_answer import FailureCause
 from gateway.tool_events import Searched
-from tests.support.searxng import SearxngStandIn, index, recorded, refusing_url, search_files
+from testkit.searxng import SearxngStandIn, index, recorded, refusing_url, search_files
 
 
 async def search(

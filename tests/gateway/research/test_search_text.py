@@ -20,7 +20,7 @@ from gateway.searxng_answer import (
     failure,
     read_answer,
 )
-from tests.support.searxng import recorded
+from testkit.searxng import recorded
 
 ORIGIN = "http://127.0.0.1:8888"
 NORMAL_TEXT = """\

@@ -18,7 +18,7 @@ from gateway.searxng_answer import (
     published_date,
     read_answer,
 )
-from tests.support.searxng import index, recorded, search_files
+from testkit.searxng import index, recorded, search_files
 
 ORIGIN = "http://127.0.0.1:8888"
 

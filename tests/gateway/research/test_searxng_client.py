@@ -11,7 +11,7 @@ import pytest
 
 from gateway.searxng import SEARCH_HEADERS, USER_AGENT, SearxngClient, http_client
 from gateway.searxng_answer import FailureCause, SearchAnswer, SearchFailure, read_answer
-from tests.support.searxng import (
+from testkit.searxng import (
     SearxngStandIn,
     Served,
     index,

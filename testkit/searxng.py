@@ -1,9 +1,9 @@
 """A SearXNG stand-in: a real HTTP/1.1 server on 127.0.0.1 serving the recorded answers.
 
-Each answer in ``tests/fixtures/searxng/`` (copied from ``shared/fixtures/searxng``) is
+Each answer in ``testkit/fixtures/searxng/`` (copied from ``shared/fixtures/searxng``) is
 served with the status, Content-Type and Server-Timing it was recorded with
 (``index.json``). Result addresses can be rewritten to point at the local HTTPS origin
-(``tests/support/origin.py``), so a search can be followed by a real read. The server
+(``testkit/origin.py``), so a search can be followed by a real read. The server
 can also wait before answering, never answer, and record what it was asked.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "searxng"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "searxng"
 
 
 @dataclasses.dataclass(frozen=True)
