@@ -130,14 +130,14 @@ async def test_the_same_address_is_never_read_twice(origin: Origin, crawler: Cra
 async def test_failed_pages_get_one_line_each_and_the_rest_is_read(
     origin: Origin, crawler: Crawler
 ) -> None:
-    origin.routes["/"] = page("Start", "/missing", "/pdf", "/ok")
-    origin.routes["/pdf"] = Reply(headers=(("Content-Type", "application/pdf"),), body=b"%PDF")
+    origin.routes["/"] = page("Start", "/missing", "/zip", "/ok")
+    origin.routes["/zip"] = Reply(headers=(("Content-Type", "application/zip"),), body=b"PK")
     origin.routes["/ok"] = page("Fine")
     report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert [p.title for p in report.pages] == ["Start", "Fine"]
     assert [(f.url, f.reason, f.depth) for f in report.failures] == [
         (origin.url("/missing"), Reason.HTTP_STATUS, 1),
-        (origin.url("/pdf"), Reason.CONTENT_TYPE, 1),
+        (origin.url("/zip"), Reason.CONTENT_TYPE, 1),
     ]
     assert not report.first_page_failed
 
