@@ -3,8 +3,12 @@
 :meth:`Downloader.download` parses the address, applies rule 1 to the requested host,
 resolves once, checks every answer, connects to the checked address only, follows at
 most three redirects by hand (each one parsed, resolved, checked and pinned again), and
-reads at most the body limit of an allowed text type within the page time limit. It
-never raises for anything the web does: the result is a ``Downloaded`` or a ``Failed``.
+reads at most the body limit of an allowed type within the page time limit: 2 MiB of a
+text type, 16 MiB of a PDF (its own limit, lowered or raised by a setting up to a 64 MiB
+ceiling; a PDF cut short has no text, so past the limit it is refused, never cut). At
+most a few PDF bodies are held at once (``Limits.pdfs_held``): a PDF past that waits for
+room before its body is read. It never raises for anything the web does: the result is
+a ``Downloaded`` or a ``Failed``.
 
 No cookie jar exists anywhere on this path, no credentials are ever attached, no
 ``Referer`` is sent, and the User-Agent is fixed. There is no httpx client here at all:

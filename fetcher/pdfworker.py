@@ -228,8 +228,11 @@ async def _exchange(
 def _limit_self(memory_bytes: int, cpu_seconds: int) -> None:
     """Apply the worker's limits to its own process, before it reads the document.
 
-    prlimit(2), not setrlimit(2): the fetcher unit's ``SystemCallFilter=~@resources``
-    denies the latter by name (lowering one's own limits needs no privilege either way).
+    ``resource.prlimit`` always makes the prlimit64 system call, which the fetcher unit's
+    filter allows; its ``SystemCallFilter=~@resources`` denies the setrlimit call, which a
+    C library may use for ``resource.setrlimit`` (Debian 12's glibc happens to use
+    prlimit64 for both; tests/deploy/test_systemd.py checks the filter). Lowering one's
+    own limits needs no privilege either way.
     """
     limits = (
         (resource.RLIMIT_AS, memory_bytes, memory_bytes),
