@@ -26,8 +26,9 @@ for many tasks. A worker that a crafted page took over (a memory bug in libxml2,
 could answer with a pickle that runs its code in the fetcher, or read and change the
 later pages it renders, other reads' included. That is accepted for pages, for now: the
 parsing is libxml2 and pure Python over at most 2 MiB, and closing it means a pool of our
-own (JSON answers, a fresh process per page or a clean zygote to fork from). PDFs, parsed by a far larger native library, do not come here:
-``fetcher.pdfworker`` runs each in a fresh process and reads its answer as JSON.
+own (JSON answers, a fresh process per page or a clean zygote to fork from). PDFs,
+parsed by a far larger native library, do not come here: ``fetcher.pdfworker`` runs each
+in a fresh process and reads its answer as JSON.
 """
 
 from __future__ import annotations

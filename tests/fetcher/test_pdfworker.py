@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fetcher.errors import PdfWorkerError
 from fetcher.pdfresult import MIB, PdfFailure, PdfLimits, PdfProblem, PdfText, is_pdf
 from fetcher.pdfworker import _answer, _exit_failure, extract_pdf
 from tests.fetcher.pdfmaker import Text, bomb_pdf, make_pdf
@@ -223,3 +224,19 @@ async def test_reads_run_side_by_side_on_one_event_loop() -> None:
         == second
         == PdfText(title="Worker", text="Hello from a worker process.", pages=1, pages_read=1)
     )
+
+
+async def test_a_worker_that_cannot_start_is_the_fetchers_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    with pytest.raises(PdfWorkerError, match="did not start"):
+        await extract_pdf(SIMPLE)
+
+
+async def test_a_worker_that_dies_before_reading_its_input_is_a_failure_value() -> None:
+    # 24 MiB of address space is too little for Python to import PDFium: the worker dies
+    # before it reads a byte, and the megabyte being written to it meets a closed pipe.
+    data = SIMPLE + b" " * (1 << 20)
+    result = await extract_pdf(data, PdfLimits(memory_bytes=24 * MIB))
+    assert isinstance(result, PdfFailure)
