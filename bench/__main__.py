@@ -11,6 +11,7 @@ BENCHES = (
     "extraction",
     "hostile",
     "pdf",
+    "pdf_crawl",
     "grpc_hop",
     "tooltext",
     "gateway_stream",

@@ -17,6 +17,7 @@ the outcome, the wall-clock time and the largest worker's peak memory so far.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import dataclasses
 import resource
@@ -125,7 +126,7 @@ def _hostile(cases: list[PdfCase]) -> str:
     ]
     for case in cases:
         started = time.perf_counter()
-        result = extract_pdf(case.data)
+        result = asyncio.run(extract_pdf(case.data))
         elapsed = 1000 * (time.perf_counter() - started)
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
         if isinstance(result, PdfText):

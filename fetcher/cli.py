@@ -230,9 +230,8 @@ def _text(args: argparse.Namespace) -> int:
     for path in args.files:
         body = path.read_bytes()
         if is_pdf(body):  # by content, whatever the file is called
-            result = extract_pdf(
-                body, PdfLimits(char_limit=None if args.full else 4 * PAGE_TEXT_LIMIT)
-            )
+            limits = PdfLimits(char_limit=None if args.full else 4 * PAGE_TEXT_LIMIT)
+            result = asyncio.run(extract_pdf(body, limits))
             if isinstance(result, PdfFailure):
                 failed = True
                 if args.json:

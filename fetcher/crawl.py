@@ -10,7 +10,12 @@ as ``timeout``. Page texts are cut to 12,000 characters each and 24,000 in all.
 Each page is turned into text in a render worker (``fetcher.workers``): a bounded pool of
 processes where a page gets a few seconds of CPU and a few hundred megabytes, and is
 stopped there (``timeout`` or ``too_large``), so a hostile page costs its own read only.
-One read renders one page at a time, so reads take turns at the pool.
+A PDF (``application/pdf``) is read instead by the PDF reader (``fetcher.pdfreader``),
+in a worker process of its own with the same kinds of limits; it gives a title and text
+like a page, no links (a crawl never follows links out of a PDF), and a PDF without
+readable text (no text layer, a password, truncated, damaged) is ``unreadable``. The
+PDF's body keeps its room in the downloader until it has been read. One read turns one
+page into text at a time, so reads take turns at the workers.
 
 Rule 1 applies to the start address. Pages reached by following links are on the start
 page's site by construction (``fetcher.links``), so each is allowed as its own host; a
@@ -25,15 +30,18 @@ the metrics, and the rest of the crawl goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection
 
-from fetcher.download import Downloader
+from fetcher.download import PDF_TYPE, Downloader
 from fetcher.extract import PAGE_TEXT_LIMIT, REPORT_TEXT_LIMIT, Document, cut, read_document
 from fetcher.links import site_of
-from fetcher.outcome import Downloaded
+from fetcher.outcome import Downloaded, TextRecord
+from fetcher.pdfreader import PdfReader
+from fetcher.pdfresult import PdfFailure, PdfProblem
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.urls import Address, parse
@@ -57,6 +65,19 @@ _STOPPED_REASONS = {
     "memory": Reason.TOO_LARGE,
     "crashed": Reason.INTERNAL,
 }
+#: A PDF's problem as a reason word: its limits are the pages' own words; everything the
+#: document itself is to blame for is ``unreadable``, the detail says which.
+_PDF_REASONS = {
+    PdfProblem.NO_TEXT: Reason.UNREADABLE,
+    PdfProblem.ENCRYPTED: Reason.UNREADABLE,
+    PdfProblem.TRUNCATED: Reason.UNREADABLE,
+    PdfProblem.DAMAGED: Reason.UNREADABLE,
+    PdfProblem.CRASHED: Reason.UNREADABLE,
+    PdfProblem.TOO_LARGE: Reason.TOO_LARGE,
+    PdfProblem.TIMEOUT: Reason.TIMEOUT,
+}
+#: Why a body gave no text: the reason and a line for people.
+_NoText = tuple[Reason, str]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -147,30 +168,39 @@ class _Crawl:
             self.finish(page, PageFailed(page.url, Reason.INTERNAL, detail, page.depth))
 
     async def _read(self, page: _Found, *, allowed: Collection[str]) -> PageEvent | None:
-        async with self.downloads:
-            outcome = await self.crawler.downloader.download(
-                page.url, allowed_hosts=allowed, request_id=self.request_id
+        # A PDF's room in the downloader is held until it has been read (``hold``).
+        async with contextlib.AsyncExitStack() as hold:
+            async with self.downloads:
+                outcome = await self.crawler.downloader.download(
+                    page.url, allowed_hosts=allowed, request_id=self.request_id, hold=hold
+                )
+            if not isinstance(outcome, Downloaded):
+                return PageFailed(outcome.url, outcome.reason, outcome.detail, page.depth)
+            final = self.key(outcome.final_url)
+            self.seen.add(final)
+            if final in self.read_finals:
+                return None  # a redirect to a page already read: reported once, already
+            self.read_finals.add(final)
+            reader = "pdf" if outcome.content_type == PDF_TYPE else "html"
+            started = time.monotonic()
+            async with self.renders:
+                if reader == "pdf":
+                    document = await self._read_pdf(outcome)
+                else:
+                    document = await self._render(outcome)
+        self.crawler.observe(
+            TextRecord(
+                url=outcome.final_url,
+                reader=reader,
+                bytes=len(outcome.body),
+                elapsed_ms=round((time.monotonic() - started) * 1000),
+                reason=None if isinstance(document, Document) else document[0],
+                request_id=self.request_id,
             )
-        if not isinstance(outcome, Downloaded):
-            return PageFailed(outcome.url, outcome.reason, outcome.detail, page.depth)
-        final = self.key(outcome.final_url)
-        self.seen.add(final)
-        if final in self.read_finals:
-            return None  # a redirect to a page already read: reported once, already
-        self.read_finals.add(final)
-        work = Page(
-            outcome.body, outcome.content_type, outcome.charset, outcome.final_url, self.site
         )
-        async with self.renders:
-            document = await self.crawler.pool.run(read_page, work)
-        if isinstance(document, Stopped):
-            reason = _STOPPED_REASONS[document.why]
-            return PageFailed(
-                outcome.final_url,
-                reason,
-                f"reading the page stopped: {document.detail}",
-                page.depth,
-            )
+        if not isinstance(document, Document):
+            reason, detail = document
+            return PageFailed(outcome.final_url, reason, detail, page.depth)
         page.links = document.links if page.depth < MAX_DEPTH else ()
         return PageRead(
             requested_url=page.url,
@@ -182,6 +212,24 @@ class _Crawl:
             elapsed_ms=outcome.elapsed_ms,
             depth=page.depth,
         )
+
+    async def _render(self, outcome: Downloaded) -> Document | _NoText:
+        """A page of a text type, turned into text in the render pool."""
+        work = Page(
+            outcome.body, outcome.content_type, outcome.charset, outcome.final_url, self.site
+        )
+        document = await self.crawler.pool.run(read_page, work)
+        if isinstance(document, Stopped):
+            reason = _STOPPED_REASONS[document.why]
+            return reason, f"reading the page stopped: {document.detail}"
+        return document
+
+    async def _read_pdf(self, outcome: Downloaded) -> Document | _NoText:
+        """A PDF, read by the PDF reader: title and text, never links."""
+        result = await self.crawler.pdfs.read(outcome.body)
+        if isinstance(result, PdfFailure):
+            return _PDF_REASONS[result.problem], f"{result.problem}: {result.detail}"
+        return Document(title=result.title, text=cut(result.text, PAGE_TEXT_LIMIT), links=())
 
     def next_depth(self, parents: list[_Found]) -> list[_Found]:
         batch: list[_Found] = []
@@ -226,7 +274,8 @@ class _Crawl:
 class Crawler:
     """Reads an address and up to two hops of its same-site links: the service's reader.
 
-    One per process: it holds the downloader and the render worker pool every read shares.
+    One per process: it holds the downloader, the render worker pool and the PDF reader
+    every read shares.
     """
 
     def __init__(
@@ -234,18 +283,30 @@ class Crawler:
         *,
         downloader: Downloader,
         pool: WorkerPool,
+        pdfs: PdfReader | None = None,
         concurrency: int = DEFAULT_CONCURRENCY,
+        observer: Callable[[TextRecord], None] | None = None,
     ) -> None:
         """Builds the crawler.
 
         Args:
             downloader: Does each page's safe download.
             pool: The render workers pages are turned into text in.
+            pdfs: Reads PDFs (default: a :class:`PdfReader` with its defaults).
             concurrency: Downloads at a time within one depth of one read.
+            observer: Told of each downloaded page given to a reader (the fetch log and
+                the metrics).
         """
         self.downloader = downloader
         self.pool = pool
+        self.pdfs = pdfs if pdfs is not None else PdfReader()
         self.concurrency = max(1, concurrency)
+        self._observer = observer
+
+    def observe(self, record: TextRecord) -> None:
+        """Passes a text record to the observer, if there is one."""
+        if self._observer is not None:
+            self._observer(record)
 
     async def __call__(
         self,

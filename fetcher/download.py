@@ -3,8 +3,12 @@
 :meth:`Downloader.download` parses the address, applies rule 1 to the requested host,
 resolves once, checks every answer, connects to the checked address only, follows at
 most three redirects by hand (each one parsed, resolved, checked and pinned again), and
-reads at most the body limit of an allowed text type within the page time limit. It
-never raises for anything the web does: the result is a ``Downloaded`` or a ``Failed``.
+reads at most the body limit of an allowed type within the page time limit: 2 MiB of a
+text type, 16 MiB of a PDF (its own limit, lowered or raised by a setting up to a 64 MiB
+ceiling; a PDF cut short has no text, so past the limit it is refused, never cut). At
+most a few PDF bodies are held at once (``Limits.pdfs_held``): a PDF past that waits for
+room before its body is read. It never raises for anything the web does: the result is
+a ``Downloaded`` or a ``Failed``.
 
 No cookie jar exists anywhere on this path, no credentials are ever attached, no
 ``Referer`` is sent, and the User-Agent is fixed. There is no httpx client here at all:
@@ -35,9 +39,15 @@ from fetcher.transport import PinnedPools, default_ssl_context
 from fetcher.urls import Address, Refused, normalise_host, resolve_reference
 
 USER_AGENT = "Tigress/0.1 (page reader for a self-hosted language model)"
-ACCEPT = "text/html, text/plain;q=0.9, text/markdown;q=0.9"
+ACCEPT = "text/html, text/plain;q=0.9, text/markdown;q=0.9, application/pdf;q=0.8"
 TEXT_TYPES = frozenset({"text/html", "text/plain", "text/markdown"})
+PDF_TYPE = "application/pdf"
+CONTENT_TYPES = TEXT_TYPES | {PDF_TYPE}
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+MIB = 1024 * 1024
+#: A PDF's body limit by default, and the most any setting may raise it to.
+PDF_MAX_BYTES = 16 * MIB
+PDF_MAX_BYTES_CEILING = 64 * MIB
 # Compressed bodies of incompressible text are a little larger than their output.
 _RAW_SLACK = 64 * 1024
 
@@ -48,15 +58,29 @@ class Limits:
 
     Attributes:
         page_timeout: Seconds for the whole page, redirects included.
-        max_bytes: Decoded body bytes; one byte more and the page is ``too_large``.
+        max_bytes: Decoded body bytes of a text page; one byte more and the page is
+            ``too_large``.
+        pdf_max_bytes: Decoded body bytes of a PDF (``application/pdf``); one byte more
+            and it is ``too_large``, never cut (a cut PDF has no text). At most
+            :data:`PDF_MAX_BYTES_CEILING`.
         max_redirects: Redirects followed; one more and the page fails with ``redirects``.
         content_types: Media types that may be read.
+        pdfs_held: PDF bodies the process holds at once, from their first byte until
+            the caller is done with them (see :meth:`Downloader.download`'s ``hold``);
+            one more PDF waits, within its page time, before its body is read.
     """
 
     page_timeout: float = 10.0
-    max_bytes: int = 2 * 1024 * 1024
+    max_bytes: int = 2 * MIB
+    pdf_max_bytes: int = PDF_MAX_BYTES
     max_redirects: int = 3
-    content_types: frozenset[str] = TEXT_TYPES
+    content_types: frozenset[str] = CONTENT_TYPES
+    pdfs_held: int = 4
+
+    def __post_init__(self) -> None:
+        # Settings refuse more with a message; this keeps any other caller honest too.
+        if self.pdf_max_bytes > PDF_MAX_BYTES_CEILING:
+            raise ValueError(f"pdf_max_bytes is over its ceiling of {PDF_MAX_BYTES_CEILING}")
 
 
 def allowed_host_set(hosts: Collection[str]) -> frozenset[str]:
@@ -194,10 +218,12 @@ class _BrokenConnection(HopError):
 
 @dataclasses.dataclass(slots=True)
 class _Hop:
-    """What one hop has found out so far (for its record, even if time runs out)."""
+    """What one hop has found out so far (for its record, even if time runs out), and
+    where the download keeps the room a PDF body takes (``hold``)."""
 
     url: str
     started: float
+    hold: contextlib.AsyncExitStack
     resolved_ip: IPAddress | None = None
     refused_ip: IPAddress | None = None
     status: int | None = None
@@ -237,6 +263,9 @@ class Downloader:
         self._pools = PinnedPools(ssl_context if ssl_context is not None else default_ssl_context())
         self._observer = observer
         self._clock = clock
+        # Room for PDF bodies: 16 MiB each by default, so a crawl of many PDFs must wait
+        # for room rather than fill the unit's memory.
+        self._pdf_room = asyncio.Semaphore(self.limits.pdfs_held)
 
     async def aclose(self) -> None:
         """Close every kept connection (and the resolver, when this downloader made it)."""
@@ -254,7 +283,12 @@ class Downloader:
         return round((self._clock() - since) * 1000)
 
     async def download(
-        self, url: str, *, allowed_hosts: Collection[str], request_id: str = ""
+        self,
+        url: str,
+        *,
+        allowed_hosts: Collection[str],
+        request_id: str = "",
+        hold: contextlib.AsyncExitStack | None = None,
     ) -> Outcome:
         """Download one page under every rule.
 
@@ -263,6 +297,9 @@ class Downloader:
             allowed_hosts: Rule 1's hosts (this answer's search results and the user's
                 own addresses). Applied to the requested address; redirects may leave.
             request_id: Carried into every hop record for the fetch log.
+            hold: Where the room a PDF body takes is kept: it is given back when the
+                caller closes this stack, once done with the body (the crawl: after
+                the PDF is read). Without one, it is given back when this returns.
 
         Returns:
             :class:`Downloaded` or :class:`Failed`; never raises for what the web does.
@@ -271,19 +308,27 @@ class Downloader:
         Rules 1-5 and 7 of SPEC 7, in order, for the first hop and (except rule 1) for
         every redirect: parse strictly; the requested host must be allowed; one lookup;
         every answer public; connect to a checked address only, TLS verified against the
-        name; 10 s for the whole page; at most 2 MiB decoded; only text types; at most 3
-        redirects; no cookies, credentials or Referer. Tested in
-        ``tests/fetcher/test_download.py`` and ``test_request_headers.py``.
+        name; 10 s for the whole page; at most 2 MiB decoded of a text type, or 16 MiB
+        of a PDF (``pdf_max_bytes``), refused past it, never cut; only those types; at
+        most 3 redirects; no cookies, credentials or Referer. At most ``pdfs_held`` PDF
+        bodies are held at once, so PDFs cannot fill the process's memory. Tested in
+        ``tests/fetcher/test_download.py``, ``test_download_pdf.py`` and
+        ``test_request_headers.py``.
         """
+        if hold is None:
+            async with contextlib.AsyncExitStack() as own:
+                return await self.download(
+                    url, allowed_hosts=allowed_hosts, request_id=request_id, hold=own
+                )
         started = self._clock()
         allowed = allowed_host_set(allowed_hosts)
         redirects = 0
         current = url
-        hop = _Hop(current, started)
+        hop = _Hop(current, started, hold)
         try:
             async with asyncio.timeout(self.limits.page_timeout):
                 while True:
-                    hop = _Hop(current, self._clock())
+                    hop = _Hop(current, self._clock(), hold)
                     response = await self._hop(hop, first=redirects == 0, allowed=allowed)
                     if response.location is None:
                         self._record(hop, redirects, None, request_id=request_id)
@@ -447,13 +492,17 @@ class Downloader:
         )
         if content_type not in self.limits.content_types:
             raise HopError(Reason.CONTENT_TYPE, f"content type {content_type or 'missing'!r}")
-        limit = self.limits.max_bytes
+        pdf = content_type == PDF_TYPE
+        limit = self.limits.pdf_max_bytes if pdf else self.limits.max_bytes
         # Repeated Content-Encoding lines are one list (RFC 9110 5.3): "gzip" twice is two
         # codings, which is not what the fetcher asked for.
         encoding = ", ".join(headers.get("content-encoding", [])).strip().lower()
         declared = headers.get("content-length", [""])[0]
         if encoding in ("", "identity") and declared.isdigit() and int(declared) > limit:
             raise HopError(Reason.TOO_LARGE, f"the body is {declared} bytes, over {limit}")
+        if pdf:
+            # Waits (within the page time) while as many PDFs as allowed are held.
+            await hop.hold.enter_async_context(self._pdf_room)
         decoder = _BodyDecoder(encoding)
         body = bytearray()
         raw = 0

@@ -9,6 +9,8 @@ the fetcher's own seams and for configuration. The tree::
     │   │                        Reason and is turned into a ``Failed`` value at once
     │   └── NotPublicError       raised when an answer is not public (rule 2); carries the
     │                            refused answer for the fetch log only
+    ├── PdfWorkerError           raised when a PDF worker process cannot be started
+    │                            (fetcher.pdfworker); the crawl reports it as ``internal``
     └── ConfigError              raised when a setting has a bad value (start-up stops)
 """
 
@@ -42,6 +44,11 @@ class NotPublicError(HopError):
     def __init__(self, detail: str, answer: IPv4Address | IPv6Address) -> None:
         super().__init__(Reason.NOT_PUBLIC, detail)
         self.answer = answer
+
+
+class PdfWorkerError(FetcherError):
+    """Raised when a PDF worker process cannot be started: the fetcher's fault (no
+    interpreter, no processes or memory left to the unit), never the document's."""
 
 
 class ConfigError(FetcherError):

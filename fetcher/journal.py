@@ -8,6 +8,13 @@ redirect target (same trimming) and the request id. Nothing else: never a query 
 user info, fragment, title, text, header or cookie, because those carry what users and
 pages say, and a log is kept far longer and read by more people than a conversation.
 
+A page that was downloaded but whose text could not be made (a PDF without readable
+text, a page stopped at its reader's limits) gets one more record after its hops, with
+``stage`` = ``text``: the same address, the reader (``html`` or ``pdf``), the body's
+bytes, the reader's milliseconds, ``outcome`` = ``failed`` and the reason
+(``unreadable``, ``timeout``, ``too_large``, ``internal``). Its hop record still says
+``ok``: the download itself worked, and the two together say what went wrong where.
+
 Under systemd the record goes to the journal through its native protocol, one datagram
 with ``FETCH_*`` fields, so ``journalctl -u fetcher FETCH_OUTCOME=refused`` or
 ``FETCH_REASON=not_public`` select records; elsewhere it is one JSON object per line on
@@ -29,7 +36,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, TextIO
 from urllib.parse import urlsplit
 
-from fetcher.outcome import HopRecord
+from fetcher.outcome import HopRecord, TextRecord
 
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
 MAX_ADDRESS_CHARS = 512
@@ -107,10 +114,42 @@ def fetch_record(hop: HopRecord, *, request_id: str, now: float) -> FetchRecord:
     }
 
 
+def text_record(text: TextRecord, *, now: float) -> FetchRecord:
+    """Builds the fetch log's record of a downloaded page whose text could not be made.
+
+    Args:
+        text: What the crawl reported for the page.
+        now: The time of the record (seconds since the epoch).
+
+    Returns:
+        The record's fields by name (see the module docstring).
+
+    # Security
+    Rule 8: the same discipline as :func:`fetch_record`: the address through
+    :func:`loggable_address`, and nothing of the document (no title, text or detail: a
+    PDF reader's detail comes from the process that parsed the document). Proved by
+    ``tests/fetcher/test_journal.py::test_text_record_of_an_unreadable_pdf``.
+    """
+    stamp = datetime.datetime.fromtimestamp(now, tz=datetime.UTC)
+    return {
+        "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "stage": "text",
+        "url": loggable_address(text.url),
+        "reader": text.reader,
+        "bytes": text.bytes,
+        "ms": text.elapsed_ms,
+        "outcome": "failed",
+        "reason": str(text.reason) if text.reason is not None else None,
+        "request_id": _printable(text.request_id)[:64] or None,
+    }
+
+
 def summary(record: FetchRecord) -> str:
     """The record in one human line, the journal's ``MESSAGE``."""
-    parts = ["fetch", str(record["outcome"]), str(record["url"])]
-    if record["status"] is not None:
+    parts = [str(record.get("stage") or "fetch"), str(record["outcome"]), str(record["url"])]
+    if record.get("reader") is not None:
+        parts.append(str(record["reader"]))
+    if record.get("status") is not None:
         parts.append(str(record["status"]))
     parts += [f"{record['bytes']}B", f"{record['ms']}ms"]
     if record["reason"] is not None:
@@ -256,3 +295,9 @@ class FetchLog:
     def hop(self, hop: HopRecord) -> None:
         """Logs one hop of a download."""
         self._sink.write(fetch_record(hop, request_id=hop.request_id, now=self._clock()))
+
+    def text(self, text: TextRecord) -> None:
+        """Logs a downloaded page whose text could not be made; text that was made is not
+        logged (its hop record says everything)."""
+        if text.reason is not None:
+            self._sink.write(text_record(text, now=self._clock()))

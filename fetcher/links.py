@@ -11,7 +11,8 @@ production pages are on 443 only, test origins are not), its address is at most
 Links are deduplicated and capped at :data:`MAX_LINKS`, main-content links first (inside
 ``main``/``article``/``[role=main]``), then the rest of the body, then navigation, headers,
 footers and sidebars. Links to files the reader cannot read (images, media, archives, fonts,
-office documents) are skipped so they do not take places among the 24.
+office documents) are skipped so they do not take places among the 24; links to PDFs are
+kept, since the crawl reads PDFs (and follows no links out of them).
 
 "Same site" means the same registrable domain (eTLD+1) under the Public Suffix List shipped by
 ``publicsuffixlist``, private section included: ``a.github.io`` and ``b.github.io`` are different
@@ -55,7 +56,7 @@ _ABSOLUTE_HOST = re.compile(r"\s*(?:[hH][tT][tT][pP][sS]?:)?//([A-Za-z0-9.:-]+)(
 _UNREADABLE = re.compile(
     r"\.(?:jpe?g|png|gif|webp|avif|svg|ico|bmp|tiff?|heic|mp[34]|m4[av]|mov|avi|mkv|webm|ogg|"
     r"oga|wav|flac|aac|zip|gz|tgz|bz2|xz|7z|rar|tar|exe|dmg|msi|deb|rpm|apk|iso|woff2?|ttf|"
-    r"otf|eot|css|js|pdf|docx?|xlsx?|pptx?|odt|ods|epub)$",
+    r"otf|eot|css|js|docx?|xlsx?|pptx?|odt|ods|epub)$",
     re.IGNORECASE,
 )
 

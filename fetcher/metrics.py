@@ -31,7 +31,8 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fetcher.errors import ConfigError
-from fetcher.outcome import HopRecord
+from fetcher.outcome import READERS, HopRecord, TextRecord
+from fetcher.pdfreader import PdfReader
 from fetcher.reasons import Reason
 from fetcher.report import Report
 from fetcher.settings import parse_listen
@@ -119,6 +120,13 @@ class Metrics:
             "Pages that failed through a bug of the fetcher (reason internal; logged).",
             registry=registry,
         )
+        self.texts = Counter(
+            f"{PREFIX}_texts_total",
+            "Downloaded pages given to a reader (html, pdf), by the reason no text came of "
+            "it (none when text was made).",
+            ["reader", "reason"],
+            registry=registry,
+        )
         self.build_info = Gauge(
             f"{PREFIX}_build_info",
             "Always 1; the version label names the running build.",
@@ -133,6 +141,8 @@ class Metrics:
         for method in RPC_METHODS:
             self.grpc_handled.labels(method=method, code="OK")
             self.grpc_handling.labels(method=method)
+        for reader in READERS:
+            self.texts.labels(reader=reader, reason=NO_REASON)
 
     def watch_pool(self, pool: WorkerPool) -> None:
         """Exports the render worker pool's state, read at each scrape."""
@@ -155,6 +165,32 @@ class Metrics:
         )
         workers.set(pool.workers)
         self.registry.register(_StopsCollector(pool))
+
+    def watch_pdfs(self, pdfs: PdfReader) -> None:
+        """Exports the PDF reader's state, read at each scrape."""
+        busy = Gauge(
+            f"{PREFIX}_pdf_workers_busy",
+            "PDF worker processes reading a PDF now.",
+            registry=self.registry,
+        )
+        busy.set_function(lambda: pdfs.busy)
+        waiting = Gauge(
+            f"{PREFIX}_pdf_waiting",
+            "PDFs waiting for a PDF worker.",
+            registry=self.registry,
+        )
+        waiting.set_function(lambda: pdfs.waiting)
+        workers = Gauge(
+            f"{PREFIX}_pdf_workers",
+            "PDF worker processes that may run at once.",
+            registry=self.registry,
+        )
+        workers.set(pdfs.workers)
+
+    def observe_text(self, text: TextRecord) -> None:
+        """Counts one downloaded page given to a reader (the crawl's observer calls this)."""
+        reason = str(Reason(text.reason)) if text.reason is not None else NO_REASON
+        self.texts.labels(reader=text.reader, reason=reason).inc()
 
     def observe_hop(self, hop: HopRecord) -> None:
         """Counts one hop of a download (the downloader's observer calls this)."""

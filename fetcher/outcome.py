@@ -2,7 +2,9 @@
 
 Downloads never raise for anything the web does: they return a :class:`Downloaded` or a
 :class:`Failed`. Each hop (the first request and every redirect) also produces one
-:class:`HopRecord`, which is what the fetch log and the metrics consume (rule 8).
+:class:`HopRecord`, which is what the fetch log and the metrics consume (rule 8). A page
+that was downloaded and handed to a reader (HTML or PDF) produces one
+:class:`TextRecord`, for the metrics and, when no text came of it, the fetch log.
 """
 
 from __future__ import annotations
@@ -101,3 +103,30 @@ class HopRecord:
         if self.reason is None:
             return "redirect" if self.redirect_to is not None else "ok"
         return "failed" if self.resolved_ip is not None else "refused"
+
+
+#: The readers a downloaded body goes to: the HTML reader (also for the other text
+#: types) and the PDF reader.
+READERS = ("html", "pdf")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TextRecord:
+    """A downloaded page given to a reader, and what came of it.
+
+    Attributes:
+        url: The page's final address (loggers strip its query before writing it).
+        reader: ``html`` or ``pdf`` (:data:`READERS`).
+        bytes: The body's size.
+        elapsed_ms: The time the reader took, waiting for a worker included.
+        reason: ``None`` when text was made; else ``timeout``, ``too_large``,
+            ``unreadable`` or ``internal``.
+        request_id: The read's request id.
+    """
+
+    url: str
+    reader: str
+    bytes: int
+    elapsed_ms: int
+    reason: Reason | None
+    request_id: str = ""

@@ -4,32 +4,41 @@ PDFium is native code reading whatever a web server sent. It aborts its whole pr
 when an allocation fails, and a crafted file can make it work for a long time. So the
 fetcher never loads it: :func:`extract_pdf` starts a fresh worker process
 (``python -I -m fetcher.pdfworker``) for each document, which limits itself before it
-reads a byte of the document, and is killed when it runs past its deadline::
+reads a byte of the document, and is killed when it runs past its deadline or when the
+caller is cancelled::
 
-    caller ──PDF bytes on stdin──▶ worker: setrlimit(AS, CPU, CORE, FSIZE, NOFILE, NPROC)
+    caller ──PDF bytes on stdin──▶ worker: prlimit(AS, CPU, CORE, FSIZE, NOFILE, NPROC)
                                            read_pdf() (fetcher.pdftext, PDFium)
            ◀──one JSON object on stdout──  exit 0
     exit by SIGXCPU/SIGKILL (CPU) ─▶ timeout     abort/MemoryError (memory) ─▶ too_large
     no answer by the deadline ─▶ killed, timeout  anything else ─▶ crashed
 
-One process per document costs a Python start-up (tens of milliseconds) and buys a clean
-slate: no state, no leaked memory and no half-broken library carried from one hostile file
-to the next. The answer is checked field by field as untrusted input, since the worker
-read hostile bytes.
+One process per document costs a Python start-up (about 0.1 s with PDFium's import) and
+buys a clean slate: no state, no leaked memory and no half-broken library carried from
+one hostile file to the next, and nothing of the fetcher's own memory (other reads'
+pages, its sockets) in the process that parses the file, because the worker is a new
+program (``exec``), not a fork. The answer is JSON checked field by field as untrusted
+input, never a pickle: a worker that a crafted file took over can send any bytes it
+likes, and unpickling them would run its code in the fetcher.
+
+:func:`extract_pdf` is a coroutine: the event loop keeps serving other reads while a
+worker reads (the exchange is asyncio's subprocess pipes), and cancelling it kills the
+worker.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import resource
-import selectors
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
+from fetcher.errors import PdfWorkerError
 from fetcher.pdfresult import PdfFailure, PdfLimits, PdfProblem, PdfResult, PdfText
 
 __all__ = ["extract_pdf"]
@@ -39,6 +48,7 @@ _EXIT_MEMORY = 86
 # File descriptors the worker may hold: its three standard ones and a few for Python.
 _WORKER_FILES = 16
 _TITLE_LIMIT = 300
+_DETAIL_LIMIT = 300
 _PIPE_CHUNK = 1 << 16
 
 
@@ -58,6 +68,11 @@ def _failure(problem: PdfProblem, detail: str) -> PdfFailure:
     return PdfFailure(problem, detail)
 
 
+def _one_line(text: str, limit: int) -> str:
+    """Untrusted text made one printable line, cut to ``limit`` characters."""
+    return "".join(char if char.isprintable() else " " for char in text[:limit])
+
+
 def _answer(output: bytes) -> PdfResult:
     """Check the worker's answer field by field: it is untrusted input."""
     try:
@@ -71,7 +86,7 @@ def _answer(output: bytes) -> PdfResult:
         detail = value.get("detail")
         if problem not in set(PdfProblem) or not isinstance(detail, str):
             return _failure(PdfProblem.CRASHED, "the PDF worker gave no readable answer")
-        return _failure(PdfProblem(problem), detail[:_TITLE_LIMIT])
+        return _failure(PdfProblem(problem), _one_line(detail, _DETAIL_LIMIT))
     title, text = value.get("title"), value.get("text")
     pages, pages_read = value.get("pages"), value.get("pages_read")
     if not (
@@ -95,7 +110,7 @@ def _exit_failure(returncode: int, limits: PdfLimits) -> PdfFailure:
     return _failure(PdfProblem.CRASHED, f"the PDF worker stopped (status {returncode})")
 
 
-def extract_pdf(data: bytes, limits: PdfLimits | None = None) -> PdfResult:
+async def extract_pdf(data: bytes, limits: PdfLimits | None = None) -> PdfResult:
     """Read a PDF's title and text in a limited worker process.
 
     Args:
@@ -108,20 +123,27 @@ def extract_pdf(data: bytes, limits: PdfLimits | None = None) -> PdfResult:
         (``too_large`` for memory or input size, ``timeout`` for CPU or wall-clock time).
         Never raises for anything the document does.
 
+    Raises:
+        PdfWorkerError: The worker process could not be started.
+
     # Security
-    Rule: a PDF is parsed only in a separate process limited to ``memory_bytes`` of
-    address space and ``cpu_seconds`` of CPU, killed after ``wall_seconds``; it cannot
-    write files, open more than a few descriptors or start processes; at most
-    ``max_output_bytes`` of its answer are read.
+    Rule: a PDF is parsed only in a separate, freshly executed process limited to
+    ``memory_bytes`` of address space and ``cpu_seconds`` of CPU, killed after
+    ``wall_seconds`` or as soon as the caller is cancelled; it cannot write files, open
+    more than a few descriptors or start processes; at most ``max_output_bytes`` of its
+    answer are read, as JSON (never unpickled).
     Threat: a crafted PDF (decompression bomb, parser bug, endless loop) aborting,
-    exhausting or stalling the fetcher, or taking over the process that parses it.
-    Callers may rely on: this call returns within about ``wall_seconds``, the caller's
-    memory holds at most the input and ``max_output_bytes`` of answer, checked field by
-    field, and a worker crash is a :class:`PdfFailure` value.
+    exhausting or stalling the fetcher, or taking over the process that parses it and,
+    from there, the fetcher.
+    Callers may rely on: this returns within about ``wall_seconds``; no worker outlives
+    the call, cancelled or not; the caller's memory holds at most the input and
+    ``max_output_bytes`` of answer, checked field by field; a worker's crash is a
+    :class:`PdfFailure` value.
     Proof: tests/fetcher/test_pdfworker.py (decompression bomb refused ``too_large`` below
-    the memory limit and read above it, deadline kill, CPU, file and memory limits in
-    force, answer cap, nonsense answers) and tests/fetcher/test_pdf_quality.py (the
-    corpus's hostile files).
+    the memory limit and read above it, deadline kill, cancellation kill, CPU, file and
+    memory limits in force, answer cap, nonsense answers), tests/fetcher/test_pdf_quality.py
+    (the corpus's hostile files) and tests/deploy/test_systemd.py (the same inside the
+    fetcher unit's sandbox).
     """
     limits = limits or PdfLimits()
     if len(data) > limits.max_input_bytes:
@@ -129,10 +151,9 @@ def extract_pdf(data: bytes, limits: PdfLimits | None = None) -> PdfResult:
             PdfProblem.TOO_LARGE,
             f"{len(data)} bytes, more than {limits.max_input_bytes >> 20} MiB",
         )
-    started = time.monotonic()
     try:
-        worker = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
-            _worker_command(limits),
+        worker = await asyncio.create_subprocess_exec(
+            *_worker_command(limits),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -141,83 +162,89 @@ def extract_pdf(data: bytes, limits: PdfLimits | None = None) -> PdfResult:
             env={"LC_ALL": "C.UTF-8"},
         )
     except OSError as exc:
-        return _failure(PdfProblem.CRASHED, f"the PDF worker did not start: {exc}")
-    with worker:
-        try:
-            output = _exchange(worker, data, limits)
+        raise PdfWorkerError(f"the PDF worker did not start: {exc}") from exc
+    try:
+        async with asyncio.timeout(limits.wall_seconds):
+            output = await _exchange(worker, data, limits)
             if isinstance(output, bytes):
-                left = limits.wall_seconds - (time.monotonic() - started)
-                worker.wait(timeout=max(left, 0.0))
-        except subprocess.TimeoutExpired:
-            output = _failure(PdfProblem.TIMEOUT, f"no answer within {limits.wall_seconds:g} s")
-        finally:
-            if worker.poll() is None:
+                await worker.wait()
+    except TimeoutError:
+        output = _failure(PdfProblem.TIMEOUT, f"no answer within {limits.wall_seconds:g} s")
+    finally:
+        # Also on cancellation: no worker outlives its caller.
+        if worker.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
                 worker.kill()
-                worker.wait()
+            await worker.wait()
     if isinstance(output, PdfFailure):
         return output
-    if worker.returncode != 0:
-        return _exit_failure(worker.returncode, limits)
+    status = await worker.wait()  # reaped above: this only reads the status
+    if status != 0:
+        return _exit_failure(status, limits)
     return _answer(output)
 
 
-def _exchange(
-    worker: subprocess.Popen[bytes], data: bytes, limits: PdfLimits
+async def _send(stdin: asyncio.StreamWriter, data: bytes) -> None:
+    """Write the document a chunk at a time (asyncio would copy it whole into its buffer)."""
+    view = memoryview(data)
+    try:
+        for start in range(0, len(view), _PIPE_CHUNK):
+            stdin.write(view[start : start + _PIPE_CHUNK])
+            await stdin.drain()
+        stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the worker stopped reading: its exit status says why
+
+
+async def _exchange(
+    worker: asyncio.subprocess.Process, data: bytes, limits: PdfLimits
 ) -> bytes | PdfFailure:
-    """Send the document and collect the answer, within the deadline and the output cap.
+    """Send the document and collect the answer, up to the output cap.
 
     ``communicate()`` would do the same without the cap: a worker gone wrong could fill
     the caller's memory with output for as long as its CPU time lasts.
     """
-    if worker.stdin is None or worker.stdout is None:
+    if worker.stdin is None or worker.stdout is None:  # pragma: no cover - PIPE asked for
         return _failure(PdfProblem.CRASHED, "the PDF worker has no pipes")
-    deadline = time.monotonic() + limits.wall_seconds
+    sending = asyncio.create_task(_send(worker.stdin, data))
     chunks: list[bytes] = []
-    received = sent = 0
-    view = memoryview(data)
-    with selectors.DefaultSelector() as selector:
-        selector.register(worker.stdout, selectors.EVENT_READ)
-        if data:
-            selector.register(worker.stdin, selectors.EVENT_WRITE)
-        else:
-            worker.stdin.close()
-        while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return _failure(PdfProblem.TIMEOUT, f"no answer within {limits.wall_seconds:g} s")
-            for key, _ in selector.select(left):
-                if key.fileobj is worker.stdin:
-                    try:
-                        sent += os.write(worker.stdin.fileno(), view[sent : sent + _PIPE_CHUNK])
-                    except BrokenPipeError:
-                        sent = len(data)  # the worker stopped reading: its status says why
-                    if sent >= len(data):
-                        selector.unregister(worker.stdin)
-                        worker.stdin.close()
-                    continue
-                chunk = os.read(worker.stdout.fileno(), _PIPE_CHUNK)
-                if not chunk:
-                    selector.unregister(worker.stdout)
-                    continue
-                received += len(chunk)
-                if received > limits.max_output_bytes:
-                    return _failure(
-                        PdfProblem.CRASHED,
-                        f"the PDF worker answered more than {limits.max_output_bytes >> 20} MiB",
-                    )
-                chunks.append(chunk)
+    received = 0
+    try:
+        while chunk := await worker.stdout.read(_PIPE_CHUNK):
+            received += len(chunk)
+            if received > limits.max_output_bytes:
+                return _failure(
+                    PdfProblem.CRASHED,
+                    f"the PDF worker answered more than {limits.max_output_bytes >> 20} MiB",
+                )
+            chunks.append(chunk)
+        await sending
+    finally:
+        sending.cancel()
+        await asyncio.gather(sending, return_exceptions=True)
     return b"".join(chunks)
 
 
 def _limit_self(memory_bytes: int, cpu_seconds: int) -> None:
-    """Apply the worker's limits to its own process, before it reads the document."""
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    # SIGXCPU at the soft limit ends the process; SIGKILL one second later if it did not.
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (_WORKER_FILES, _WORKER_FILES))
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    """Apply the worker's limits to its own process, before it reads the document.
+
+    ``resource.prlimit`` always makes the prlimit64 system call, which the fetcher unit's
+    filter allows; its ``SystemCallFilter=~@resources`` denies the setrlimit call, which a
+    C library may use for ``resource.setrlimit`` (Debian 12's glibc happens to use
+    prlimit64 for both; tests/deploy/test_systemd.py checks the filter). Lowering one's
+    own limits needs no privilege either way.
+    """
+    limits = (
+        (resource.RLIMIT_AS, memory_bytes, memory_bytes),
+        # SIGXCPU at the soft limit ends the process; SIGKILL one second later if not.
+        (resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_FSIZE, 0, 0),
+        (resource.RLIMIT_NOFILE, _WORKER_FILES, _WORKER_FILES),
+        (resource.RLIMIT_NPROC, 0, 0),
+    )
+    for which, soft, hard in limits:
+        resource.prlimit(0, which, (soft, hard))
 
 
 def _serve(argv: list[str]) -> int:

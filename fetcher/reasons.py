@@ -21,9 +21,12 @@ class Reason(enum.StrEnum):
     DNS = "dns"  # the name did not resolve
     CONNECT = "connect"  # no TCP connection, or it broke
     TLS = "tls"  # TLS handshake or certificate check failed
-    TIMEOUT = "timeout"  # the page (or the crawl) ran out of time
-    TOO_LARGE = "too_large"  # more than the body limit
-    CONTENT_TYPE = "content_type"  # not text/html, text/plain or text/markdown
+    TIMEOUT = "timeout"  # the page (or the crawl, or its reader) ran out of time
+    TOO_LARGE = "too_large"  # more than the body limit, or than a reader's memory limit
+    CONTENT_TYPE = "content_type"  # not text/html, text/plain, text/markdown or application/pdf
     HTTP_STATUS = "http_status"  # a status that is neither success nor a redirect
     REDIRECTS = "redirects"  # more redirects than allowed
     INTERNAL = "internal"  # the fetcher failed on this page (a bug, logged); never the web
+    # A document that came whole but holds no text that can be read: a PDF without a text
+    # layer, with a password, truncated, damaged, or one its reader failed on.
+    UNREADABLE = "unreadable"

@@ -1,8 +1,9 @@
 """The fetcher process: composition root, gRPC server lifecycle, signals (``fetcher serve``).
 
 :func:`serve` builds the real parts once (settings, metrics registry, fetch log, render
-worker pool, downloader, crawler) and hands them to :class:`FetcherServer`, which owns the
-``grpc.aio`` server, the standard health service and the service's lifecycle:
+worker pool, PDF reader, downloader, crawler) and hands them to :class:`FetcherServer`,
+which owns the ``grpc.aio`` server, the standard health service and the service's
+lifecycle:
 
 1. start: listen on every address (a Unix socket by default, mode 0660 in a folder of
    mode 0750 whatever the umask), health ``SERVING``, tell systemd ``READY=1``
@@ -39,11 +40,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.download import Downloader
+from fetcher.download import Downloader, Limits
 from fetcher.errors import ConfigError
 from fetcher.journal import FetchLog, choose_sink
 from fetcher.metrics import Metrics, MetricsEndpoint, bind_metrics_listener
-from fetcher.outcome import HopRecord
+from fetcher.outcome import HopRecord, TextRecord
+from fetcher.pdfreader import PdfReader
 from fetcher.service import FetcherServicer, Reader
 from fetcher.settings import Listen, Settings, describe, load_settings
 from fetcher.systemd import sd_notify, systemd_listeners
@@ -57,6 +59,8 @@ SERVICE_NAME: str = fetcher_pb2.DESCRIPTOR.services_by_name["FetcherService"].fu
 #: Seconds between two looks at the render pool's saturation (for health).
 SATURATION_CHECK_SECONDS = 0.5
 SOCKET_MODE = 0o660
+#: PDF bodies held in memory per PDF worker: one being read, one downloaded or waiting.
+PDFS_HELD_PER_WORKER = 2
 SOCKET_FOLDER_MODE = 0o750
 
 
@@ -258,12 +262,19 @@ class FetcherServer:
                         listen.unix_path.unlink()
 
 
-def hop_observer(fetch_log: FetchLog, metrics: Metrics) -> Callable[[HopRecord], None]:
-    """The downloader's observer: one fetch log record and the fetch metrics per hop."""
+def fetch_observer(
+    fetch_log: FetchLog, metrics: Metrics
+) -> Callable[[HopRecord | TextRecord], None]:
+    """The downloader's and the crawl's observer: each hop and each page given to a
+    reader goes to the fetch log and the metrics."""
 
-    def observe(hop: HopRecord) -> None:
-        fetch_log.hop(hop)
-        metrics.observe_hop(hop)
+    def observe(record: HopRecord | TextRecord) -> None:
+        if isinstance(record, HopRecord):
+            fetch_log.hop(record)
+            metrics.observe_hop(record)
+        else:
+            fetch_log.text(record)
+            metrics.observe_text(record)
 
     return observe
 
@@ -284,17 +295,25 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
     fetch_log = FetchLog(choose_sink(settings.log_sink, environ=environ))
     pool = WorkerPool(workers=settings.render_workers, preload=WORKER_PRELOAD)
     metrics.watch_pool(pool)
+    pdfs = PdfReader(workers=settings.pdf_workers)
+    metrics.watch_pdfs(pdfs)
+    observer = fetch_observer(fetch_log, metrics)
     extra_ca = settings.extra_ca_file
     downloader = Downloader(
-        observer=hop_observer(fetch_log, metrics),
+        observer=observer,
         ssl_context=default_ssl_context(extra_cadata=extra_ca.pem if extra_ca else None),
+        limits=Limits(
+            pdf_max_bytes=settings.pdf_max_bytes, pdfs_held=PDFS_HELD_PER_WORKER * pdfs.workers
+        ),
     )
-    server = FetcherServer(
-        settings,
-        reader=Crawler(downloader=downloader, pool=pool, concurrency=settings.crawl_concurrency),
-        metrics=metrics,
+    crawler = Crawler(
+        downloader=downloader,
         pool=pool,
+        pdfs=pdfs,
+        concurrency=settings.crawl_concurrency,
+        observer=observer,
     )
+    server = FetcherServer(settings, reader=crawler, metrics=metrics, pool=pool)
     listeners = systemd_listeners(environ)
     if settings.metrics_listen:
         listeners.append(bind_metrics_listener(settings.metrics_listen))
@@ -343,6 +362,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-concurrent-reads", metavar="N", help="reads handled at once")
     parser.add_argument("--render-workers", metavar="N", help="page rendering processes")
+    parser.add_argument("--pdf-workers", metavar="N", help="PDF reading processes at once")
     parser.add_argument("--log-sink", choices=("auto", "journal", "json"), help="fetch log sink")
 
 
@@ -360,6 +380,7 @@ def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = N
             "metrics_listen",
             "max_concurrent_reads",
             "render_workers",
+            "pdf_workers",
             "log_sink",
         )
     }

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fetcher.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
 from fetcher.errors import ConfigError
 
 ENV_PREFIX = "TIGRESS_FETCHER_"
@@ -93,6 +94,12 @@ class Settings:
         crawl_concurrency: Pages of one hop fetched at once within one read.
         render_workers: Worker processes that turn pages into text (``fetcher.workers``);
             each page gets 3 s of CPU and 640 MiB there, whatever this says.
+        pdf_workers: PDFs read at once, each in a worker process of its own
+            (``fetcher.pdfreader``: 5 s of CPU, 256 MiB, 8 s); the fetcher holds at
+            most twice as many PDF bodies in memory at once.
+        pdf_max_bytes: A PDF's body limit (16 MiB); a bigger one is ``too_large``, never
+            cut. At most :data:`~fetcher.download.PDF_MAX_BYTES_CEILING` (64 MiB),
+            which no setting can raise.
         max_message_bytes: The gRPC message size limit, both directions.
         metrics_listen: ``host:port`` for a /metrics listener of its own (development
             only: the production sandbox blocks it; there systemd passes the listener).
@@ -111,6 +118,8 @@ class Settings:
     shutdown_grace_seconds: float = 10.0
     crawl_concurrency: int = 4
     render_workers: int = 2
+    pdf_workers: int = 2
+    pdf_max_bytes: int = PDF_MAX_BYTES
     max_message_bytes: int = 1 * MIB
     metrics_listen: str = ""
     log_sink: str = "auto"
@@ -172,6 +181,8 @@ class _Field:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
+    #: Said after the maximum when a value is over it (why the maximum is what it is).
+    ceiling: str = ""
 
 
 _FIELDS: dict[str, _Field] = {
@@ -182,6 +193,13 @@ _FIELDS: dict[str, _Field] = {
     "shutdown_grace_seconds": _Field("float", 0, 600),
     "crawl_concurrency": _Field("int", 1, 64),
     "render_workers": _Field("int", 1, 32),
+    "pdf_workers": _Field("int", 1, 16),
+    "pdf_max_bytes": _Field(
+        "int",
+        64 * 1024,
+        PDF_MAX_BYTES_CEILING,
+        ceiling="64 MiB, the hard ceiling of a PDF's size, which no setting can raise",
+    ),
     "max_message_bytes": _Field("int", 64 * 1024, 64 * MIB),
     "metrics_listen": _Field("str"),
     "log_sink": _Field("str", choices=("auto", "journal", "json")),
@@ -237,9 +255,10 @@ def _convert(name: str, field: _Field, raw: object, source: str) -> object:
         if not math.isfinite(number):
             raise bad("expected a finite number")
         if field.minimum is not None and number < field.minimum:
-            raise bad(f"must be at least {field.minimum:g}")
+            raise bad(f"must be at least {_bound(field.minimum, field.kind)}")
         if field.maximum is not None and number > field.maximum:
-            raise bad(f"must be at most {field.maximum:g}")
+            note = f" ({field.ceiling})" if field.ceiling else ""
+            raise bad(f"must be at most {_bound(field.maximum, field.kind)}{note}")
         return int(number) if field.kind == "int" else float(number)
     if not isinstance(raw, str):
         raise bad("expected a string")
@@ -250,6 +269,11 @@ def _convert(name: str, field: _Field, raw: object, source: str) -> object:
     if field.kind == "ca_bundle":
         return read_ca_bundle(Path(raw), source) if raw else None
     return raw
+
+
+def _bound(value: float, kind: str) -> str:
+    """A bound as people read it: whole numbers in full (67108864, not 6.71089e+07)."""
+    return str(int(value)) if kind == "int" else f"{value:g}"
 
 
 def read_ca_bundle(path: Path, source: str) -> CaBundle:
@@ -350,7 +374,8 @@ def load_settings(
 
     # Security
     No setting can switch a network rule off: loopback and private addresses are the
-    downloader's policy, which is not configurable here. Plain TCP beyond loopback and
+    downloader's policy, which is not configurable here, and a PDF's size limit can be
+    lowered but never raised past its 64 MiB ceiling. Plain TCP beyond loopback and
     abstract Unix sockets (no file permissions) are refused, so only the gateway's group
     or a client with a certificate can make the fetcher read. Proved by
     ``tests/fetcher/test_service_settings.py::test_bad_value_stops_start_up_naming_it``.

@@ -19,8 +19,16 @@ and :attr:`WorkerPool.busy` are what health and metrics report. Workers are fork
 milliseconds and never inherits the gRPC server's threads or sockets.
 
 The interface is one coroutine, :meth:`WorkerPool.run`, that returns the task's result or a
-:class:`Stopped` value: page rendering (``fetcher.crawl``) uses it, and any other
-untrusted-input work (a PDF reader) can.
+:class:`Stopped` value: page rendering (``fetcher.crawl``) uses it.
+
+What this pool does not contain: pebble returns results by pickle, and its workers live
+for many tasks. A worker that a crafted page took over (a memory bug in libxml2, say)
+could answer with a pickle that runs its code in the fetcher, or read and change the
+later pages it renders, other reads' included. That is accepted for pages, for now: the
+parsing is libxml2 and pure Python over at most 2 MiB, and closing it means a pool of our
+own (JSON answers, a fresh process per page or a clean zygote to fork from). PDFs,
+parsed by a far larger native library, do not come here: ``fetcher.pdfworker`` runs each
+in a fresh process and reads its answer as JSON.
 """
 
 from __future__ import annotations

@@ -291,10 +291,12 @@ REASON_WORDS: dict[str, str] = {
     "tls": "the secure connection failed (certificate or handshake)",
     "timeout": "the page took too long",
     "too_large": "the page is too large",
-    "content_type": "the page is not text or HTML",
+    "content_type": "the page is not text, HTML or PDF",
     "http_status": "the server answered with an error status",
     "redirects": "too many redirects",
     "internal": "the reader failed on this page",
+    "unreadable": "the document has no text that can be read (a scanned or image-only PDF, "
+    "a password, or a damaged file)",
 }
 
 

@@ -64,7 +64,10 @@ def test_tests_and_testkit_never_import_the_benchmarks(path: Path) -> None:
     assert not [name for name in imports(path) if name.split(".")[0] == "bench"]
 
 
-def calls_with_arguments(path: Path, callee: str) -> list[int]:
+def calls_with_arguments(
+    path: Path, callee: str, *, allowed: frozenset[str] = frozenset()
+) -> list[int]:
+    """Lines calling ``callee`` with any argument other than the ``allowed`` keywords."""
     tree = ast.parse(path.read_text(), filename=str(path))
     lines = []
     for node in ast.walk(tree):
@@ -74,9 +77,15 @@ def calls_with_arguments(path: Path, callee: str) -> list[int]:
                 if isinstance(node.func, ast.Attribute)
                 else getattr(node.func, "id", "")
             )
-            if name == callee and (node.args or node.keywords):
+            others = [k for k in node.keywords if k.arg is None or k.arg not in allowed]
+            if name == callee and (node.args or others):
                 lines.append(node.lineno)
     return lines
+
+
+#: The only download limits settings may change: a PDF's size (lowered, or raised up to
+#: its 64 MiB ceiling, which ``Limits`` itself enforces) and how many PDF bodies are held.
+CONFIGURABLE_LIMITS = frozenset({"pdf_max_bytes", "pdfs_held"})
 
 
 @pytest.mark.parametrize("path", modules("fetcher") + modules("gateway"), ids=lambda p: p.name)
@@ -87,12 +96,22 @@ def test_shipped_code_only_builds_the_production_policy(path: Path) -> None:
 @pytest.mark.parametrize("path", modules("fetcher"), ids=lambda p: p.name)
 def test_the_fetcher_only_builds_the_production_limits(path: Path) -> None:
     # Rule 5's limits (10 s, 2 MiB, text types, 3 redirects) are not settings either,
-    # nor are a page render's (CPU time, memory, wall-clock time).
-    assert calls_with_arguments(path, "Limits") == []
+    # nor are a page render's (CPU time, memory, wall-clock time) or a PDF reading's.
+    assert calls_with_arguments(path, "Limits", allowed=CONFIGURABLE_LIMITS) == []
     assert calls_with_arguments(path, "WorkLimits") == []
+    assert calls_with_arguments(path, "PdfLimits", allowed=frozenset({"char_limit"})) == []
 
 
 def test_the_scan_would_see_a_loosened_policy(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("from fetcher.policy import Policy\np = Policy(exempt=())\nq = Policy()\n")
     assert calls_with_arguments(sample, "Policy") == [2]
+
+
+def test_the_scan_would_see_a_loosened_download_limit(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "a = Limits(pdf_max_bytes=1, pdfs_held=2)\nb = Limits(max_bytes=1)\n"
+        "c = Limits(**x)\nd = Limits(5)\n"
+    )
+    assert calls_with_arguments(sample, "Limits", allowed=CONFIGURABLE_LIMITS) == [2, 3, 4]

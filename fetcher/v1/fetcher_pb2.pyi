@@ -53,6 +53,10 @@ class _ReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Reason.ValueTy
     """The fetcher itself failed on this page (a bug, logged with its traceback); never
     what the web did. The other pages of the read are unaffected.
     """
+    REASON_UNREADABLE: _Reason.ValueType  # 16
+    """The document came whole but has no text that can be read: a PDF without a text
+    layer, with a password, truncated, damaged, or one its reader failed on.
+    """
 
 class Reason(_Reason, metaclass=_ReasonEnumTypeWrapper):
     """Why an address was refused or a page could not be read: the fixed vocabulary of
@@ -79,6 +83,10 @@ REASON_REDIRECTS: Reason.ValueType  # 14
 REASON_INTERNAL: Reason.ValueType  # 15
 """The fetcher itself failed on this page (a bug, logged with its traceback); never
 what the web did. The other pages of the read are unaffected.
+"""
+REASON_UNREADABLE: Reason.ValueType  # 16
+"""The document came whole but has no text that can be read: a PDF without a text
+layer, with a password, truncated, damaged, or one its reader failed on.
 """
 Global___Reason: _TypeAlias = Reason  # noqa: Y015
 

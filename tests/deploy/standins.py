@@ -4,7 +4,8 @@ Each is a subcommand, started with the container's own Python (standard library 
 except ``read``, which needs the installed Tigress):
 
 - ``https``: the stand-in public web host: HTTPS on every local address, port 443, with a
-  certificate from the test's CA, one small HTML page at every path;
+  certificate from the test's CA, one small HTML page at every path, except ``NAME.pdf``:
+  the file of that name in ``--pdfs`` (``application/pdf``), or 404;
 - ``dns``: the stand-in resolver: answers A queries for the names given, NODATA for other
   types of those names, NXDOMAIN for the rest;
 - ``probe``: joins a cgroup (the fetcher's), then tries a TCP connection to each address
@@ -56,12 +57,22 @@ def notify_ready() -> None:
 
 
 class _Page(BaseHTTPRequestHandler):
+    server: _TLSServer
+
     def do_GET(self) -> None:
+        path = self.path.partition("?")[0]
+        body, media = PAGE, "text/html; charset=utf-8"
+        if path.endswith(".pdf"):
+            pdf = self.server.pdfs / Path(path).name
+            if not pdf.is_file():
+                self.send_error(404)
+                return
+            body, media = pdf.read_bytes(), "application/pdf"
         self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(PAGE)))
+        self.send_header("Content-Type", media)
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(PAGE)
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
         sys.stderr.write(f"https: {self.address_string()} {format % args}\n")
@@ -74,6 +85,7 @@ class _TLSServer(ThreadingHTTPServer):
     address_family = socket.AF_INET6
     daemon_threads = True
     context: ssl.SSLContext
+    pdfs: Path
 
     def server_bind(self) -> None:
         self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
@@ -87,9 +99,10 @@ class _TLSServer(ThreadingHTTPServer):
         self.RequestHandlerClass(wrapped, client_address, self)  # type: ignore[arg-type]
 
 
-def serve_https(cert: Path, key: Path, port: int) -> None:
-    """Serves the stand-in page over HTTPS until stopped."""
+def serve_https(cert: Path, key: Path, port: int, pdfs: Path) -> None:
+    """Serves the stand-in page (and the PDFs in ``pdfs``) over HTTPS until stopped."""
     server = _TLSServer(("::", port), _Page)
+    server.pdfs = pdfs
     server.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.context.load_cert_chain(cert, key)
     notify_ready()
@@ -226,6 +239,7 @@ def main(argv: Sequence[str]) -> None:
     https.add_argument("--cert", type=Path, required=True)
     https.add_argument("--key", type=Path, required=True)
     https.add_argument("--port", type=int, default=443)
+    https.add_argument("--pdfs", type=Path, default=Path("/nonexistent"))
     dns = commands.add_parser("dns")
     dns.add_argument("--listen", required=True)
     dns.add_argument("answers", nargs="+", metavar="NAME=IPV4")
@@ -245,7 +259,7 @@ def main(argv: Sequence[str]) -> None:
     read_.add_argument("url")
     args = parser.parse_args(argv)
     if args.command == "https":
-        serve_https(args.cert, args.key, args.port)
+        serve_https(args.cert, args.key, args.port, args.pdfs)
     elif args.command == "dns":
         serve_dns(args.listen, args.answers)
     elif args.command == "probe":

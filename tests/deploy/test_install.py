@@ -13,6 +13,7 @@ import pytest
 import trustme
 
 from deploy.resolvers import dropin, main, nameservers, notes
+from fetcher.download import PDF_MAX_BYTES_CEILING
 from fetcher.settings import load_settings as fetcher_settings
 from gateway.settings import load_settings as gateway_settings
 from tests.deploy.test_units import directives, is_denied
@@ -88,6 +89,21 @@ def test_example_settings_load_in_both_services(tmp_path: Path) -> None:
     fetcher = fetcher_settings(environ={"TIGRESS_CONFIG": str(EXAMPLE)})
     assert [listen.target for listen in fetcher.listen] == ["unix:/run/fetcher/fetcher.sock"]
     assert fetcher.extra_ca_file is None
+
+
+def test_example_pdf_lines_show_the_defaults_and_work_once_uncommented(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text()
+    config = tmp_path / "tigress.toml"
+    config.write_text(
+        text.replace("#pdf_max_bytes", "pdf_max_bytes").replace("#pdf_workers", "pdf_workers")
+    )
+    uncommented = fetcher_settings(environ={"TIGRESS_CONFIG": str(config)})
+    defaults = fetcher_settings(environ={})
+    assert (uncommented.pdf_max_bytes, uncommented.pdf_workers) == (
+        defaults.pdf_max_bytes,
+        defaults.pdf_workers,
+    )
+    assert f"at most\n# {PDF_MAX_BYTES_CEILING}" in text
 
 
 def test_example_extra_ca_line_works_once_uncommented(tmp_path: Path) -> None:

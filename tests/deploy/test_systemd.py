@@ -8,8 +8,9 @@ The container's network has only ``lo``; the test puts on it, before installing:
 
 - ``203.0.114.10``: the stand-in public host (outside every special-purpose range; it
   exists only in this network namespace), serving HTTPS with a certificate from a test CA
-  that the fetcher trusts only through ``extra_ca_file``; ``/etc/hosts`` names it
-  ``standin.example``;
+  that the fetcher trusts only through ``extra_ca_file``, an HTML page and two PDFs (a
+  paper, and a decompression bomb for the PDF worker's memory limit); ``/etc/hosts`` names
+  it ``standin.example``;
 - ``10.53.0.53``: the machine's resolver, in a denied range like a cloud VPC resolver
   (``/etc/resolv.conf``), answering ``viadns.example`` with the stand-in's address;
 - ``10.0.0.1`` and ``169.254.169.254``: private and link-local targets that must stay out
@@ -35,6 +36,7 @@ import pytest
 import trustme
 
 from tests.deploy.nspawn import Container, missing_requirements, sweep_stale
+from tests.fetcher.pdfmaker import Text, bomb_pdf, make_pdf
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDINS = "/tigress-test/standins.py"
@@ -47,6 +49,10 @@ SERVICES = ("fetcher-metrics.socket", "fetcher.service", "gateway.service")
 EXTRA_CA = "/etc/tigress/test-ca.pem"
 #: ``systemd-analyze security --threshold`` is on the 0-100 scale: 15 is an exposure of 1.5.
 EXPOSURE_THRESHOLD = 15
+PAPER = make_pdf(
+    [[Text(72, 700, b"This paper was read inside the sandbox of the fetcher.")]],
+    title="Stand-in paper",
+)
 
 _why_not = missing_requirements()
 pytestmark = [
@@ -69,6 +75,10 @@ def _assets(folder: Path) -> None:
     (folder / "engine" / "v1" / "models").write_text('{"data": [{"id": "stand-in"}]}')
     (folder / "searxng").mkdir()
     (folder / "searxng" / "healthz").write_text("OK")
+    (folder / "pdfs").mkdir()
+    (folder / "pdfs" / "paper.pdf").write_bytes(PAPER)
+    # 190 KB inflating to 192 MiB: past the worker's 256 MiB once PDFium holds it.
+    (folder / "pdfs" / "bomb.pdf").write_bytes(bomb_pdf(192 << 20))
     for path in (folder, *folder.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
 
@@ -85,6 +95,7 @@ def _set_the_scene(box: Container) -> None:
     box.run(
         "systemd-run", "--unit=standin-https", *notify, PY, STANDINS, "https",
         "--cert=/tigress-test/cert.pem", "--key=/tigress-test/key.pem",
+        "--pdfs=/tigress-test/pdfs",
     )  # fmt: skip
     box.run(
         "systemd-run", "--unit=standin-dns", *notify, PY, STANDINS, "dns",
@@ -293,6 +304,67 @@ def test_name_resolving_to_a_private_address_is_refused_not_public(box: Containe
     assert entry["FETCH_URL"] == "https://intranet.example/"
     assert entry["PRIORITY"] == "5"
     assert entry["SYSLOG_IDENTIFIER"] == "fetcher"
+
+
+def test_a_pdf_is_read_by_its_worker_inside_the_sandbox(box: Container) -> None:
+    # The worker is a fresh Python under the unit's MemoryDenyWriteExecute, system call
+    # filter and limits: PDFium loads and reads, and the page comes back like any other.
+    report, request_id = read(box, "https://standin.example/paper.pdf", "standin.example")
+    assert report["failures"] == []
+    assert report["pages"] == [
+        {
+            "url": "https://standin.example/paper.pdf",
+            "title": "Stand-in paper",
+            "text": "This paper was read inside the sandbox of the fetcher.",
+        }
+    ]
+    (entry,) = journal(box, f"FETCH_REQUEST_ID={request_id}")  # no text record: it was read
+    assert (entry["FETCH_OUTCOME"], entry["FETCH_URL"]) == (
+        "ok",
+        "https://standin.example/paper.pdf",
+    )
+
+
+def test_a_pdf_bomb_stops_at_the_workers_memory_limit_inside_the_sandbox(box: Container) -> None:
+    # too_large, not unreadable: the worker's prlimit() passed the unit's system call filter
+    # and its address-space limit held (without it the bomb inflates and is read).
+    before = show(box, "fetcher.service", "MainPID")
+    report, request_id = read(box, "https://standin.example/bomb.pdf", "standin.example")
+    assert report == {
+        "pages": [],
+        "failures": [{"url": "https://standin.example/bomb.pdf", "reason": "too_large"}],
+    }
+    hop, text = journal(box, f"FETCH_REQUEST_ID={request_id}", count=2)
+    assert (hop["FETCH_OUTCOME"], hop.get("FETCH_STAGE")) == ("ok", None)
+    assert (text["FETCH_STAGE"], text["FETCH_READER"], text["FETCH_REASON"]) == (
+        "text",
+        "pdf",
+        "too_large",
+    )
+    assert show(box, "fetcher.service", "MainPID") == before  # the fetcher itself carried on
+
+
+def test_the_units_filter_denies_setrlimit_so_the_workers_use_prlimit(box: Container) -> None:
+    # The same filter as the fetcher's, on a throw-away unit: the raw setrlimit system call
+    # is refused (EPERM), prlimit64, which both kinds of worker use, is allowed.
+    unit = show(box, "fetcher.service", "SystemCallFilter", "SystemCallErrorNumber")
+    code = (
+        "import ctypes, errno, platform, resource\n"
+        "number = {'x86_64': 160, 'aarch64': 164}[platform.machine()]\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "limit = (ctypes.c_ulong * 2)(0, 0)\n"
+        "failed = libc.syscall(number, resource.RLIMIT_CORE, limit) == -1\n"
+        "print('setrlimit', errno.errorcode[ctypes.get_errno()] if failed else 'allowed')\n"
+        "resource.prlimit(0, resource.RLIMIT_CORE, (0, 0))\n"
+        "print('prlimit64 allowed')\n"
+    )
+    out = box.run(
+        "systemd-run", "--wait", "--pipe", "--quiet",
+        f"--property=SystemCallFilter={unit['SystemCallFilter']}",
+        f"--property=SystemCallErrorNumber={unit['SystemCallErrorNumber']}",
+        PY, "-c", code, timeout=60,
+    ).stdout  # fmt: skip
+    assert out.splitlines() == ["setrlimit EPERM", "prlimit64 allowed"]
 
 
 def test_start_line_names_the_extra_ca_file(box: Container) -> None:

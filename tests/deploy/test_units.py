@@ -1,4 +1,5 @@
-"""The systemd units: valid, sandboxed, and a kernel deny list that matches the policy table.
+"""The systemd units: valid, sandboxed, a kernel deny list that matches the policy table,
+and a memory limit the PDF workers' limits are sized against.
 
 ``IPAddressDeny=`` is the backstop behind the fetcher's own checks (SPEC 9): every block
 ``fetcher.policy`` refuses must be denied by the kernel too, and public destinations (also
@@ -15,10 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from fetcher.download import Limits
+from fetcher.pdfreader import PdfReader
 from fetcher.policy import IPV4_BLOCKS, IPV6_BLOCKS
+from fetcher.server import PDFS_HELD_PER_WORKER
+from fetcher.settings import Settings
+from fetcher.workers import WorkLimits
 
 UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 IPNetwork = IPv4Network | IPv6Network
+MIB = 1 << 20
 
 
 def directives(unit: str, name: str) -> list[str]:
@@ -148,3 +155,32 @@ def test_a_bad_setting_is_not_retried() -> None:
     # Both programs exit 2 naming a bad setting; restarting cannot fix it.
     for unit in ("fetcher.service", "gateway.service"):
         assert directives(unit, "RestartPreventExitStatus") == ["2"]
+
+
+def _size(value: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(value[:-1]) * units[value[-1]] if value[-1] in units else int(value)
+
+
+#: The fetcher at rest, measured (RSS): the process 58 MiB, the render pool's forkserver
+#: 36 MiB and two idle workers 42 MiB each, multiprocessing's resource tracker 12 MiB;
+#: rounded up.
+FETCHER_AT_REST = 256 * MIB
+
+
+def test_pdf_reading_at_its_limits_fits_the_units_memory_beside_the_rest_at_rest() -> None:
+    # Every PDF worker at its address-space limit, every PDF body held at its size limit
+    # (twice: a body is copied once when its download ends), the rest of the fetcher at
+    # rest: a crawl of many PDFs cannot take the unit to MemoryMax (OOMPolicy=stop would
+    # stop the fetcher).
+    (memory_max,) = directives("fetcher.service", "MemoryMax")
+    settings = Settings()
+    workers = settings.pdf_workers
+    pdf_reading = (
+        workers * PdfReader().limits.memory_bytes
+        + PDFS_HELD_PER_WORKER * workers * 2 * settings.pdf_max_bytes
+    )
+    assert Limits().pdfs_held == PDFS_HELD_PER_WORKER * workers
+    assert pdf_reading + FETCHER_AT_REST <= _size(memory_max)
+    # One worker of either kind, alone at its limit, never reaches MemoryMax either.
+    assert WorkLimits().memory_bytes < _size(memory_max)

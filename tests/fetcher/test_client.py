@@ -49,7 +49,9 @@ def test_every_reason_maps_to_its_wire_value_and_back(reason: Reason) -> None:
     assert reason_from_pb(reason_to_pb(reason)) is reason
 
 
-@pytest.mark.parametrize("value", [0, 16, 99, -1], ids=["unspecified", "next", "far", "negative"])
+@pytest.mark.parametrize(
+    "value", [0, len(Reason) + 1, 99, -1], ids=["unspecified", "next", "far", "negative"]
+)
 def test_unknown_or_unspecified_reason_is_a_protocol_error_not_a_catch_all(value: int) -> None:
     with pytest.raises(FetcherProtocolError, match="reason"):
         reason_from_pb(value)

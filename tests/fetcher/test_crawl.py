@@ -7,14 +7,15 @@ from typing import Any
 
 import pytest
 
-from fetcher.crawl import Crawler
+from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader, Limits
 from fetcher.extract import REPORT_TEXT_LIMIT
-from fetcher.outcome import Outcome
+from fetcher.outcome import Outcome, TextRecord
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.resolver import StaticResolver
-from fetcher.workers import WorkerPool
+from fetcher.workers import WorkerPool, WorkLimits
+from testkit.hostile import nested_landmarks
 from testkit.origin import Origin, Reply, html, redirect
 from tests.support.fixtures import DownloaderFactory, policy_for
 
@@ -130,14 +131,14 @@ async def test_the_same_address_is_never_read_twice(origin: Origin, crawler: Cra
 async def test_failed_pages_get_one_line_each_and_the_rest_is_read(
     origin: Origin, crawler: Crawler
 ) -> None:
-    origin.routes["/"] = page("Start", "/missing", "/pdf", "/ok")
-    origin.routes["/pdf"] = Reply(headers=(("Content-Type", "application/pdf"),), body=b"%PDF")
+    origin.routes["/"] = page("Start", "/missing", "/zip", "/ok")
+    origin.routes["/zip"] = Reply(headers=(("Content-Type", "application/zip"),), body=b"PK")
     origin.routes["/ok"] = page("Fine")
     report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert [p.title for p in report.pages] == ["Start", "Fine"]
     assert [(f.url, f.reason, f.depth) for f in report.failures] == [
         (origin.url("/missing"), Reason.HTTP_STATUS, 1),
-        (origin.url("/pdf"), Reason.CONTENT_TYPE, 1),
+        (origin.url("/zip"), Reason.CONTENT_TYPE, 1),
     ]
     assert not report.first_page_failed
 
@@ -265,3 +266,28 @@ async def test_a_megabyte_long_link_is_skipped_and_the_page_is_read(
     report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert [p.title for p in report.pages] == ["Start", "A"]
     assert report.failures == ()
+
+
+async def test_a_page_its_renderer_stopped_fails_and_gets_a_text_record(
+    origin: Origin, make_downloader: DownloaderFactory
+) -> None:
+    # A page that takes about a second of CPU to render, and a pool that gives it a
+    # millisecond: it fails at the wall limit, and the crawl tells its observer which
+    # reader failed and why.
+    origin.routes["/"] = Reply(headers=(("Content-Type", "text/html"),), body=nested_landmarks())
+    records: list[TextRecord] = []
+    pool = WorkerPool(workers=1, limits=WorkLimits(wall_seconds=0.001), preload=WORKER_PRELOAD)
+    try:
+        async with make_downloader(limits=Limits(max_bytes=3 * 1024 * 1024)) as downloader:
+            crawl = Crawler(downloader=downloader, pool=pool, observer=records.append)
+            report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, request_id="r-2")
+    finally:
+        pool.close()
+    (failure,) = report.failures
+    assert (failure.reason, failure.detail.startswith("reading the page stopped")) == (
+        Reason.TIMEOUT,
+        True,
+    )
+    assert [(r.url, r.reader, r.reason, r.request_id) for r in records] == [
+        (origin.url("/"), "html", Reason.TIMEOUT, "r-2")
+    ]

@@ -282,14 +282,16 @@ async def test_error_status_is_http_status(origin: Origin, downloader: Downloade
         ("TEXT/HTML; charset=iso-8859-1", True),
         ("text/plain", True),
         ("text/markdown; charset=utf-8", True),
-        ("application/pdf", False),
+        ("application/pdf", True),
+        ("Application/PDF; name=paper.pdf", True),
         ("application/json", False),
+        ("application/x-pdf", False),
         ("text/htmlx", False),
         ("image/svg+xml", False),
         ("", False),
     ],
 )
-async def test_only_text_types_are_read(
+async def test_only_text_types_and_pdf_are_read(
     origin: Origin, downloader: Downloader, content_type: str, allowed: bool
 ) -> None:
     headers = (("Content-Type", content_type),) if content_type else ()

@@ -24,9 +24,11 @@ from fetcher.journal import (
     choose_sink,
     encode_journal_entry,
     fetch_record,
+    journal_fields,
     loggable_address,
+    text_record,
 )
-from fetcher.outcome import HopRecord
+from fetcher.outcome import HopRecord, TextRecord
 from fetcher.policy import Policy
 from fetcher.reasons import Reason
 from fetcher.resolver import StaticResolver
@@ -311,3 +313,47 @@ async def test_real_fetches_log_every_hop_without_page_content(
     assert read[0]["url"] == origin.url("/page")
     for secret in ("QUERY", "USER", "REDIRECT", "COOKIE", "TITLE", "BODY", "HEADER"):
         assert f"{secret}-SECRET" not in text, secret
+
+
+UNREADABLE = TextRecord(
+    url="https://example.org/paper.pdf?token=QUERY-SECRET",
+    reader="pdf",
+    bytes=48_213,
+    elapsed_ms=140,
+    reason=Reason.UNREADABLE,
+    request_id="req-3",
+)
+
+
+def test_text_record_of_an_unreadable_pdf() -> None:
+    record = text_record(UNREADABLE, now=1_790_000_000.5)
+    assert record == {
+        "time": "2026-09-21T14:13:20.500Z",
+        "stage": "text",
+        "url": "https://example.org/paper.pdf",
+        "reader": "pdf",
+        "bytes": 48_213,
+        "ms": 140,
+        "outcome": "failed",
+        "reason": "unreadable",
+        "request_id": "req-3",
+    }
+    fields = journal_fields(record, identifier="fetcher")
+    assert fields["MESSAGE"] == (
+        "text failed https://example.org/paper.pdf pdf 48213B 140ms reason=unreadable"
+    )
+    assert (fields["FETCH_STAGE"], fields["FETCH_REASON"], fields["PRIORITY"]) == (
+        "text",
+        "unreadable",
+        "4",
+    )
+
+
+def test_only_pages_whose_text_failed_get_a_text_record() -> None:
+    stream = io.StringIO()
+    log = FetchLog(JsonLinesSink(stream), clock=lambda: 0.0)
+    log.text(UNREADABLE)
+    log.text(TextRecord("https://example.org/", "html", 900, 12, None, "req-3"))
+    (line,) = stream.getvalue().splitlines()
+    assert json.loads(line)["event"] == "fetch"
+    assert json.loads(line)["reason"] == "unreadable"

@@ -77,6 +77,7 @@ def test_same_site_is_same_registrable_domain(first: str, second: str, same: boo
         pytest.param("https://2130706433/", "https://127.0.0.1/", id="numeric-host"),
         pytest.param("?q=2", "https://www.example.co.uk/news/story.html?q=2", id="query-only"),
         pytest.param("./a/../b", "https://www.example.co.uk/news/b", id="dot-segments-relative"),
+        pytest.param("/files/report.PDF", "https://www.example.co.uk/files/report.PDF", id="pdf"),
     ],
 )
 def test_resolve_link_writes_absolute_https(href: str, expected: str) -> None:
@@ -99,7 +100,7 @@ def test_resolve_link_writes_absolute_https(href: str, expected: str) -> None:
         pytest.param("https://[::1/", id="broken-ipv6"),
         pytest.param("https://exa mple.co.uk/", id="space-in-host"),
         pytest.param("/photo.JPG", id="image"),
-        pytest.param("/files/report.pdf", id="pdf"),
+        pytest.param("/files/report.docx", id="office-document"),
         pytest.param("/archive.tar.gz", id="archive"),
         pytest.param("/" + "a" * 2048, id="longer-than-the-link-limit"),
         pytest.param("/" + "a" * 1_200_000, id="a-megabyte-long"),

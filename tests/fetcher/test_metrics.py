@@ -28,7 +28,8 @@ from fetcher.metrics import (
     MetricsEndpoint,
     exposition,
 )
-from fetcher.outcome import HopRecord
+from fetcher.outcome import READERS, HopRecord, TextRecord
+from fetcher.pdfreader import PdfReader
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.systemd import systemd_listeners
@@ -63,7 +64,13 @@ def filled_metrics() -> Metrics:
     metrics.observe_call("Read", "OK", 0.3)
     metrics.observe_call("Read", "RESOURCE_EXHAUSTED", 0.001)
     metrics.reads_in_flight.inc()
+    metrics.observe_text(text("pdf", Reason.UNREADABLE))
+    metrics.observe_text(text("html", None))
     return metrics
+
+
+def text(reader: str, reason: Reason | None) -> TextRecord:
+    return TextRecord(f"https://{HOST}/a.pdf?q=1", reader, 5000, 120, reason, "req-1")
 
 
 def families(metrics: Metrics) -> dict[str, Metric]:
@@ -99,6 +106,7 @@ def test_exposition_parses_and_holds_every_metric_of_the_issue() -> None:
         "tigress_fetcher_grpc_handling_seconds": "histogram",
         "tigress_fetcher_build_info": "gauge",
         "tigress_fetcher_internal_errors": "counter",
+        "tigress_fetcher_texts": "counter",
     }
 
 
@@ -130,6 +138,7 @@ def test_names_follow_prometheus_rules_and_labels_come_from_closed_sets() -> Non
         "reason": {str(reason) for reason in Reason} | {NO_REASON},
         "method": set(RPC_METHODS),
         "code": {"OK", "RESOURCE_EXHAUSTED"},
+        "reader": set(READERS),
         "version": None,
     }
     for name, family in families(filled_metrics()).items():
@@ -234,6 +243,22 @@ def test_render_pool_state_is_exported() -> None:
         } == {"memory", "wall", "crashed"}
     finally:
         pool.close()
+
+
+def test_pages_given_to_a_reader_are_counted_by_reader_and_reason() -> None:
+    metrics = filled_metrics()
+    total = "tigress_fetcher_texts_total"
+    assert sample(metrics, total, reader="pdf", reason="unreadable") == 1
+    assert sample(metrics, total, reader="html", reason="none") == 1
+    assert sample(metrics, total, reader="pdf", reason="none") == 0  # present from the start
+
+
+async def test_pdf_reader_state_is_exported() -> None:
+    metrics = Metrics(CollectorRegistry())
+    metrics.watch_pdfs(PdfReader(workers=3))
+    assert sample(metrics, "tigress_fetcher_pdf_workers") == 3
+    assert sample(metrics, "tigress_fetcher_pdf_workers_busy") == 0
+    assert sample(metrics, "tigress_fetcher_pdf_waiting") == 0
 
 
 def test_systemd_listeners_adopt_passed_sockets_only_for_this_process(tmp_path: Path) -> None:

@@ -82,22 +82,22 @@ def hostile(cases: list[PdfCase], name: str) -> PdfCase:
     return next(case for case in cases if case.id == f"robust-{name}")
 
 
-def test_the_encrypted_file_opens_with_the_empty_password(cases: list[PdfCase]) -> None:
+async def test_the_encrypted_file_opens_with_the_empty_password(cases: list[PdfCase]) -> None:
     case = hostile(cases, "encrypted")
-    result = extract_pdf(case.data)
+    result = await extract_pdf(case.data)
     assert isinstance(result, PdfText)
     assert score(case, result.text).recall >= MIN_RECALL
 
 
-def test_the_image_only_file_has_no_text_layer(cases: list[PdfCase]) -> None:
-    result = extract_pdf(hostile(cases, "imageonly").data)
+async def test_the_image_only_file_has_no_text_layer(cases: list[PdfCase]) -> None:
+    result = await extract_pdf(hostile(cases, "imageonly").data)
     assert isinstance(result, PdfFailure)
     assert result.problem is PdfProblem.NO_TEXT
 
 
-def test_the_400_pages_are_read_whole_and_in_order(cases: list[PdfCase]) -> None:
+async def test_the_400_pages_are_read_whole_and_in_order(cases: list[PdfCase]) -> None:
     case = hostile(cases, "400pages")
-    result = extract_pdf(case.data)
+    result = await extract_pdf(case.data)
     assert isinstance(result, PdfText)
     assert result.pages_read == 400
     measured = score(case, result.text)
@@ -109,10 +109,10 @@ def test_the_400_pages_are_read_whole_and_in_order(cases: list[PdfCase]) -> None
     ("name", "problem"),
     [("truncated", PdfProblem.TRUNCATED), ("flatebomb", PdfProblem.TOO_LARGE)],
 )
-def test_truncated_and_oversized_files_are_refused_with_a_reason(
+async def test_truncated_and_oversized_files_are_refused_with_a_reason(
     cases: list[PdfCase], name: str, problem: PdfProblem
 ) -> None:
-    result = extract_pdf(hostile(cases, name).data)
+    result = await extract_pdf(hostile(cases, name).data)
     assert isinstance(result, PdfFailure)
     assert result.problem is problem
     assert result.detail

@@ -6,6 +6,8 @@ double is the JSON a worker might answer, fed to the parent's checker directly.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fetcher.errors import PdfWorkerError
 from fetcher.pdfresult import MIB, PdfFailure, PdfLimits, PdfProblem, PdfText, is_pdf
 from fetcher.pdfworker import _answer, _exit_failure, extract_pdf
 from tests.fetcher.pdfmaker import Text, bomb_pdf, make_pdf
@@ -26,29 +29,29 @@ def bomb() -> bytes:
     return bomb_pdf(192 * MIB)
 
 
-def test_the_worker_reads_a_pdf() -> None:
-    result = extract_pdf(SIMPLE)
+async def test_the_worker_reads_a_pdf() -> None:
+    result = await extract_pdf(SIMPLE)
     assert result == PdfText(
         title="Worker", text="Hello from a worker process.", pages=1, pages_read=1
     )
 
 
-def test_a_decompression_bomb_is_refused_at_the_memory_limit(bomb: bytes) -> None:
-    result = extract_pdf(bomb, PdfLimits(memory_bytes=128 * MIB))
+async def test_a_decompression_bomb_is_refused_at_the_memory_limit(bomb: bytes) -> None:
+    result = await extract_pdf(bomb, PdfLimits(memory_bytes=128 * MIB))
     assert isinstance(result, PdfFailure)
     assert result.problem is PdfProblem.TOO_LARGE
 
 
-def test_the_same_bomb_is_read_below_a_higher_limit(bomb: bytes) -> None:
+async def test_the_same_bomb_is_read_below_a_higher_limit(bomb: bytes) -> None:
     # The other side of the boundary: with room for the inflated stream, the line is read.
-    result = extract_pdf(bomb, PdfLimits(memory_bytes=1024 * MIB))
+    result = await extract_pdf(bomb, PdfLimits(memory_bytes=1024 * MIB))
     assert isinstance(result, PdfText)
     assert result.text == "Only this line is text."
 
 
-def test_a_worker_past_its_deadline_is_killed() -> None:
+async def test_a_worker_past_its_deadline_is_killed() -> None:
     # No worker can start Python, load PDFium and answer within a millisecond.
-    result = extract_pdf(SIMPLE, PdfLimits(wall_seconds=0.001))
+    result = await extract_pdf(SIMPLE, PdfLimits(wall_seconds=0.001))
     assert isinstance(result, PdfFailure)
     assert result.problem is PdfProblem.TIMEOUT
 
@@ -60,11 +63,11 @@ def test_a_worker_past_its_deadline_is_killed() -> None:
         pytest.param(1025, PdfProblem.TOO_LARGE, id="one-byte-over"),
     ],
 )
-def test_input_over_the_limit_is_refused_before_any_worker(
+async def test_input_over_the_limit_is_refused_before_any_worker(
     size: int, problem: PdfProblem | None
 ) -> None:
     data = SIMPLE + b" " * (size - len(SIMPLE))
-    result = extract_pdf(data, PdfLimits(max_input_bytes=1024))
+    result = await extract_pdf(data, PdfLimits(max_input_bytes=1024))
     if problem is None:
         assert isinstance(result, PdfText)
     else:
@@ -79,8 +82,8 @@ def test_input_over_the_limit_is_refused_before_any_worker(
         pytest.param(40, PdfProblem.CRASHED, id="answer-over-the-cap"),
     ],
 )
-def test_the_answer_is_read_up_to_a_cap(cap: int, problem: PdfProblem | None) -> None:
-    result = extract_pdf(SIMPLE, PdfLimits(max_output_bytes=cap))
+async def test_the_answer_is_read_up_to_a_cap(cap: int, problem: PdfProblem | None) -> None:
+    result = await extract_pdf(SIMPLE, PdfLimits(max_output_bytes=cap))
     if problem is None:
         assert isinstance(result, PdfText)
     else:
@@ -170,3 +173,70 @@ def test_the_worker_cannot_map_more_than_its_memory(tmp_path: Path) -> None:
 )
 def test_pdfs_are_known_by_their_content(body: bytes, expected: bool) -> None:
     assert is_pdf(body) is expected
+
+
+def pdf_workers() -> dict[int, int]:
+    """This process's PDF worker children: pid → resident memory in KiB."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # gone meanwhile
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if int(fields["PPid"]) == os.getpid() and b"fetcher.pdfworker" in command:
+            found[int(entry.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
+    return found
+
+
+async def test_cancelling_the_caller_kills_the_worker(bomb: bytes) -> None:
+    # The bomb read with room to inflate takes a while: cancel it halfway, once the worker
+    # is visibly at work (inflating past 64 MiB), and the worker must be gone.
+    reading = asyncio.create_task(extract_pdf(bomb, PdfLimits(memory_bytes=1024 * MIB)))
+    busy: dict[int, int] = {}
+    while not reading.done() and not (
+        busy := {p: k for p, k in pdf_workers().items() if k > 65536}
+    ):
+        await asyncio.sleep(0.005)
+    assert busy, "the worker finished before it could be cancelled"
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    assert not any(alive(pid) for pid in busy)  # killed, and reaped
+    assert pdf_workers() == {}
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_reads_run_side_by_side_on_one_event_loop() -> None:
+    first, second = await asyncio.gather(extract_pdf(SIMPLE), extract_pdf(SIMPLE))
+    assert (
+        first
+        == second
+        == PdfText(title="Worker", text="Hello from a worker process.", pages=1, pages_read=1)
+    )
+
+
+async def test_a_worker_that_cannot_start_is_the_fetchers_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    with pytest.raises(PdfWorkerError, match="did not start"):
+        await extract_pdf(SIMPLE)
+
+
+async def test_a_worker_that_dies_before_reading_its_input_is_a_failure_value() -> None:
+    # 24 MiB of address space is too little for Python to import PDFium: the worker dies
+    # before it reads a byte, and the megabyte being written to it meets a closed pipe.
+    data = SIMPLE + b" " * (1 << 20)
+    result = await extract_pdf(data, PdfLimits(memory_bytes=24 * MIB))
+    assert isinstance(result, PdfFailure)

@@ -28,17 +28,21 @@ from fetcher.policy import Policy
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.resolver import Resolver, StaticResolver
-from fetcher.server import SERVICE_NAME, FetcherServer, hop_observer
+from fetcher.server import SERVICE_NAME, FetcherServer, fetch_observer
 from fetcher.workers import WorkerPool
 from testkit import tasks
 from testkit.fetcher import running_fetcher, unix_settings
 from testkit.hostile import nested_landmarks
 from testkit.origin import NAMES, Origin, Reply, html, redirect
+from tests.fetcher.pdfmaker import make_pdf
 
 EXTRA_NAMES = {
     "private.test": ["10.0.0.7"],  # rule 2: not public
     "untrusted.test": ["127.0.0.1"],  # not in the origin's certificate: TLS fails
 }
+
+#: A PDF whose only page is a drawing: no text layer.
+SCAN = make_pdf([[]])
 
 
 class Fetcher:
@@ -74,10 +78,10 @@ async def wired_fetcher(
         resolver=resolver,
         ssl_context=ssl_context,
         limits=Limits(page_timeout=2.0, max_bytes=max_bytes),
-        observer=hop_observer(FetchLog(JsonLinesSink(log)), metrics),
+        observer=(observer := fetch_observer(FetchLog(JsonLinesSink(log)), metrics)),
     ) as downloader:
         settings = unix_settings(sock_dir, shutdown_grace_seconds=1.0)
-        reader = Crawler(downloader=downloader, pool=pool)
+        reader = Crawler(downloader=downloader, pool=pool, observer=observer)
         async with running_fetcher(settings, reader, metrics=metrics, pool=pool) as server:
             client = FetcherClient(settings.listen[0].target)  # the production deadline
             try:
@@ -185,6 +189,7 @@ def _refusal_cases(origin: Origin) -> dict[Reason, str]:
     origin.routes["/missing"] = Reply(status=404, body=b"gone")
     origin.routes["/image"] = Reply(headers=(("Content-Type", "image/png"),), body=b"\x89PNG")
     origin.routes["/big"] = html("<p>" + "x" * (70 * 1024) + "</p>")
+    origin.routes["/scan.pdf"] = Reply(headers=(("Content-Type", "application/pdf"),), body=SCAN)
     for n in range(5):
         origin.routes[f"/loop{n}"] = redirect(f"/loop{n + 1}")
     return {
@@ -201,6 +206,7 @@ def _refusal_cases(origin: Origin) -> dict[Reason, str]:
         Reason.CONTENT_TYPE: origin.url("/image"),
         Reason.HTTP_STATUS: origin.url("/missing"),
         Reason.REDIRECTS: origin.url("/loop0"),
+        Reason.UNREADABLE: origin.url("/scan.pdf"),
     }
 
 

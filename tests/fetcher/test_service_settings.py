@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from fetcher.download import PDF_MAX_BYTES_CEILING
 from fetcher.errors import ConfigError
 from fetcher.report import Report
 from fetcher.server import add_serve_arguments, run_serve
@@ -86,6 +87,38 @@ def test_fetcher_config_variable_is_preferred_to_the_shared_one(tmp_path: Path) 
 def test_bad_value_stops_start_up_naming_it(environ: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         load_settings(environ=environ)
+
+
+@pytest.mark.parametrize(
+    ("value", "allowed"),
+    [
+        pytest.param(str(PDF_MAX_BYTES_CEILING), True, id="64MiB"),
+        pytest.param(str(PDF_MAX_BYTES_CEILING + 1), False, id="64MiB+1"),
+    ],
+)
+def test_the_pdf_limit_can_be_raised_to_its_ceiling_and_no_further(
+    value: str, allowed: bool
+) -> None:
+    environ = {"TIGRESS_FETCHER_PDF_MAX_BYTES": value}
+    if allowed:
+        assert load_settings(environ=environ).pdf_max_bytes == PDF_MAX_BYTES_CEILING
+        return
+    with pytest.raises(ConfigError) as raised:
+        load_settings(environ=environ)
+    message = str(raised.value)
+    assert "pdf_max_bytes" in message
+    assert f"must be at most {PDF_MAX_BYTES_CEILING} (64 MiB, the hard ceiling" in message
+
+
+def test_pdf_settings_have_their_defaults_and_can_be_lowered(tmp_path: Path) -> None:
+    assert (load_settings(environ={}).pdf_max_bytes, load_settings(environ={}).pdf_workers) == (
+        16 * 1024 * 1024,
+        2,
+    )
+    config = tmp_path / "tigress.toml"
+    config.write_text("[fetcher]\npdf_max_bytes = 1048576\npdf_workers = 1\n")
+    settings = load_settings(environ={}, config_file=config)
+    assert (settings.pdf_max_bytes, settings.pdf_workers) == (1048576, 1)
 
 
 @pytest.mark.parametrize(

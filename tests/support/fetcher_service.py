@@ -28,7 +28,7 @@ from fetcher.journal import FetchLog, JsonLinesSink
 from fetcher.metrics import Metrics, exposition
 from fetcher.policy import Policy
 from fetcher.resolver import StaticResolver
-from fetcher.server import FetcherServer, hop_observer
+from fetcher.server import FetcherServer, fetch_observer
 from fetcher.workers import WorkerPool
 from testkit.fetcher import running_fetcher as running_server
 from testkit.fetcher import socket_folder, unix_settings
@@ -100,9 +100,9 @@ async def running_fetcher(
             resolver=resolver,
             ssl_context=ssl_context,
             limits=limits or Limits(page_timeout=2.0, max_bytes=64 * 1024),
-            observer=hop_observer(FetchLog(JsonLinesSink(log)), metrics),
+            observer=(observer := fetch_observer(FetchLog(JsonLinesSink(log)), metrics)),
         ) as downloader:
-            reader = Crawler(downloader=downloader, pool=pool, concurrency=4)
+            reader = Crawler(downloader=downloader, pool=pool, concurrency=4, observer=observer)
             async with running_server(
                 unix_settings(folder, **({"shutdown_grace_seconds": 1.0} | settings)),
                 reader,

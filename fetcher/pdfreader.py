@@ -1,0 +1,85 @@
+"""The fetcher's PDF reading, bounded: a few worker processes at a time (I/O).
+
+Each PDF is read in a worker process of its own (:func:`fetcher.pdfworker.extract_pdf`:
+a fresh ``python -I`` with memory, CPU and wall-clock limits, its answer JSON checked as
+untrusted input). :class:`PdfReader` bounds how many such workers run at once, so a
+crawl of many PDFs, or many reads of PDFs, cannot start more processes than the fetcher
+unit's memory allows; more PDFs wait, in order, for a free place.
+
+Why not the render pool (``fetcher.workers``): its workers are long-lived and pebble
+returns their results by pickle. A PDF gets a process that no earlier document touched,
+and the fetcher never unpickles what a process that parsed hostile bytes sends back.
+
+Memory (the fetcher unit has ``MemoryMax=1G``): a worker is capped at ``memory_bytes``
+of address space (256 MiB; a corpus PDF peaks at about 30 MiB resident), so ``workers``
+of them (2) take at most 512 MiB; the PDF bodies waiting for them are bounded by the
+downloader (``fetcher.download.Limits.pdfs_held``, 16 MiB each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fetcher.pdfresult import PdfLimits, PdfResult
+from fetcher.pdfworker import extract_pdf
+
+__all__ = ["PdfReader"]
+
+#: What the crawl gives one PDF: text enough for several page budgets, 8 s of wall-clock
+#: time (under the page's 10 s), 5 s of CPU, 256 MiB.
+CRAWL_CHAR_LIMIT = 48_000
+
+
+class PdfReader:
+    """Reads PDFs in worker processes, at most ``workers`` at once; one per process."""
+
+    def __init__(self, *, workers: int = 2, limits: PdfLimits | None = None) -> None:
+        """Prepares the reader; workers start per PDF.
+
+        Args:
+            workers: PDFs read at once (worker processes).
+            limits: Each PDF's limits (default: :class:`PdfLimits` with the crawl's
+                character limit).
+        """
+        self.workers = workers
+        self.limits = limits if limits is not None else PdfLimits(char_limit=CRAWL_CHAR_LIMIT)
+        self._slots = asyncio.Semaphore(workers)
+        self._busy = 0
+        self._waiting = 0
+
+    @property
+    def busy(self) -> int:
+        """Workers reading a PDF now."""
+        return self._busy
+
+    @property
+    def waiting(self) -> int:
+        """PDFs waiting for a worker."""
+        return self._waiting
+
+    async def read(self, data: bytes) -> PdfResult:
+        """Reads one PDF in a worker of its own, once one of the ``workers`` places is free.
+
+        Returns:
+            The text, or why there is none (see :func:`fetcher.pdfworker.extract_pdf`).
+
+        Raises:
+            fetcher.errors.PdfWorkerError: The worker could not be started.
+
+        # Security
+        At most ``workers`` worker processes exist at once, each within the limits, so
+        PDFs cannot exhaust the unit's memory or processes however many arrive; waiting
+        or reading, cancelling the caller ends its part (the worker is killed). Proved by
+        ``tests/fetcher/test_pdfreader.py``.
+        """
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        self._busy += 1
+        try:
+            return await extract_pdf(data, self.limits)
+        finally:
+            self._busy -= 1
+            self._slots.release()
