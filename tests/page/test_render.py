@@ -181,6 +181,7 @@ READ_REASONS = {
     "http_status": "the site answered with an error",
     "redirects": "too many redirects",
     "internal": "the page reader failed on this page",
+    "unreadable": "the document has no readable text (scanned, protected or damaged)",
     "unavailable": "the page reader (fetcher) is not running",
     "busy": "the page reader is busy with other reads",
     "failed": "the page reader failed",
