@@ -237,6 +237,8 @@ class EngineClient:
             raise error
         try:
             data = response.json().get("data", [])
+            if not isinstance(data, list):
+                raise ValueError("data is not a list")
             return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
         except (ValueError, AttributeError, RecursionError) as exc:
             error = EngineError(f"The model engine {name}'s /models answer is not a model list.")

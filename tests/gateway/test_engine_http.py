@@ -19,7 +19,7 @@ import pytest
 from gateway.chunks import EngineChunk
 from gateway.engine import EngineClient
 from gateway.engine_http import MAX_HEAD_BYTES
-from gateway.errors import EngineStatusError, EngineUnreachableError
+from gateway.errors import EngineError, EngineStatusError, EngineUnreachableError
 from gateway.settings import EngineSettings
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -249,3 +249,25 @@ async def test_an_endless_error_body_is_read_only_up_to_its_limit(client: Engine
         with pytest.raises(EngineStatusError) as raised:
             await contents(client, url)
     assert raised.value.status == 500
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b'{"data": 5}', b'{"data": "x"}', b"[1, 2]", b'{"data": {"id": "m"}}', b"null"],
+    ids=["number", "string", "array", "object", "null"],
+)
+async def test_a_model_list_of_another_shape_is_an_engine_error(
+    client: EngineClient, answer: bytes
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await read_request(reader):
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(answer)}\r\n\r\n".encode()
+                + answer
+            )
+            await writer.drain()
+
+    async with raw_engine(handler) as (url, _):
+        with pytest.raises(EngineError, match="not a model list"):
+            await client.list_models(EngineSettings(url))
