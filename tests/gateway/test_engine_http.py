@@ -19,7 +19,12 @@ import pytest
 from gateway.chunks import EngineChunk
 from gateway.engine import EngineClient
 from gateway.engine_http import MAX_HEAD_BYTES
-from gateway.errors import EngineError, EngineStatusError, EngineUnreachableError
+from gateway.errors import (
+    EngineError,
+    EngineStatusError,
+    EngineStreamError,
+    EngineUnreachableError,
+)
 from gateway.settings import EngineSettings
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -271,3 +276,22 @@ async def test_a_model_list_of_another_shape_is_an_engine_error(
     async with raw_engine(handler) as (url, _):
         with pytest.raises(EngineError, match="not a model list"):
             await client.list_models(EngineSettings(url))
+
+
+@pytest.mark.parametrize("tail", [b"", b"data: x\n"], ids=["one-line", "after-lines"])
+async def test_an_endless_event_is_an_engine_error_not_held_in_memory(
+    client: EngineClient, tail: bytes
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + chunked(event("ok") + tail + b"data: ")
+        )
+        while True:  # one line that never ends, until the gateway drops the connection
+            writer.write(chunked(b"a" * 65536))
+            await writer.drain()
+
+    async with raw_engine(handler) as (url, _):
+        with pytest.raises(EngineStreamError, match="larger than"):
+            await contents(client, url)
