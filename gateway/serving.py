@@ -154,7 +154,7 @@ class GuardedProtocol(HttpToolsProtocol):
             return
         self._began = False
         super().data_received(data)
-        if not self._in_head or self._began or self.transport.is_closing():
+        if self._discarding or not self._in_head or self._began or self.transport.is_closing():
             # A read in which a request began may hold the end of the previous one:
             # not counted (at most one read, 256 KiB, goes uncounted).
             return
