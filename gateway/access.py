@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.auth import KeyChecker
-from gateway.errors import GatewayError, RateLimitError
+from gateway.auth import KeyChecker, addressed_to_loopback
+from gateway.errors import ForeignHostError, GatewayError, RateLimitError
 from gateway.metrics import GatewayMetrics
 from gateway.writer import Tally, error_response, outcome_of
 
@@ -128,8 +128,11 @@ class Access:
     Callers may rely on: a request reaching a ``/v1/`` handler or the MCP endpoint carried
     a configured key (or none are configured, which settings allow only on loopback), and
     its position is ``scope["state"]["key"]``. ``/healthz`` and ``/metrics`` need no key.
-    Proved by ``test_api_routes_need_the_key`` and ``test_unknown_api_routes_need_the_key``
-    in ``tests/gateway/test_app.py``, and ``test_a_wrong_or_missing_key_is_refused`` in
+    Without keys, such a request also names a loopback host
+    (`gateway.auth.addressed_to_loopback`: no DNS rebinding). Proved by
+    ``test_api_routes_need_the_key``, ``test_unknown_api_routes_need_the_key`` and
+    ``test_without_keys_only_a_loopback_host_reaches_the_api`` in
+    ``tests/gateway/test_app.py``, and ``test_a_wrong_or_missing_key_is_refused`` in
     ``tests/e2e/test_mcp.py``.
     """
 
@@ -145,19 +148,31 @@ class Access:
         if scope["type"] != "http" or not needs_key(scope["path"]):
             await self._app(scope, receive, send)
             return
-        authorization = None
+        authorization = host = None
         for name, value in scope["headers"]:
-            if name == b"authorization":
+            if name == b"authorization" and authorization is None:
                 authorization = value.decode("latin-1")
-                break
+            elif name == b"host" and host is None:
+                host = value.decode("latin-1")
         try:
+            if not self._keys.required and not addressed_to_loopback(host):
+                raise ForeignHostError(
+                    "This gateway has no access keys, so it answers only requests addressed "
+                    "to localhost or an IP address; configure keys to reach it by a name."
+                )
             key = self._keys.check(authorization)
             self._limits.admit(key)
         except GatewayError as exc:
             if scope["path"] == CHAT_PATH:
                 Tally(self._metrics).close(outcome_of(exc), exc)
             if scope["path"] == MCP_PATH:
-                reason = "rate_limited" if isinstance(exc, RateLimitError) else "auth"
+                reason = (
+                    "rate_limited"
+                    if isinstance(exc, RateLimitError)
+                    else "host"
+                    if isinstance(exc, ForeignHostError)
+                    else "auth"
+                )
                 self._metrics.mcp_refused.labels(reason).inc()
                 rpc = JSONResponse(exc.rpc_body(), status_code=exc.status, headers=exc.headers())
                 await rpc(scope, receive, send)

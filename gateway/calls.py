@@ -48,21 +48,38 @@ class ToolCallAssembler:
     """Joins streamed ``delta.tool_calls`` fragments into whole calls, by ``index``.
 
     Tolerates engines that omit ``index`` (a fragment with an id or name starts a new
-    call, one without continues the last) and that repeat the name on every fragment.
+    call, one without continues the last), that repeat the name on every fragment, and
+    that give several calls the same ``index`` (a fragment with another id starts a new
+    call after the one it would have joined).
     """
 
     def __init__(self) -> None:
-        self._calls: dict[int, _Fragments] = {}
-        self._last: int | None = None
+        #: Calls by (engine index, how many calls came before under that index).
+        self._calls: dict[tuple[int, int], _Fragments] = {}
+        self._current: dict[int, tuple[int, int]] = {}
+        self._last: tuple[int, int] | None = None
 
     def add(self, fragment: CallFragment) -> None:
         """Take one element of ``delta.tool_calls``."""
         index = fragment.index
         if index is None:
             starts = bool(fragment.call_id) or bool(fragment.name)
-            index = max(self._calls, default=-1) + 1 if starts or self._last is None else self._last
-        self._last = index
-        parts = self._calls.setdefault(index, _Fragments())
+            if starts or self._last is None:
+                index = max((i for i, _ in self._calls), default=-1) + 1
+                key = self._current[index] = (index, 0)
+            else:
+                key = self._last
+        else:
+            key = self._current.setdefault(index, (index, 0))
+            known = self._calls.get(key)
+            if (
+                known is not None
+                and fragment.call_id
+                and known.call_id not in ("", fragment.call_id)
+            ):
+                key = self._current[index] = (index, key[1] + 1)
+        self._last = key
+        parts = self._calls.setdefault(key, _Fragments())
         if fragment.call_id and not parts.call_id:
             parts.call_id = fragment.call_id
         if fragment.name and fragment.name != parts.name:

@@ -34,6 +34,9 @@ from gateway.sse import SSEDecoder, SSEEvent
 
 #: The most of an engine's error body read before giving up on it.
 _ERROR_BODY_LIMIT = 64 * 1024
+#: The largest stream event (or line) held while it is not finished: engines send a
+#: token or a few per event, so only a broken or hostile engine comes near it.
+MAX_EVENT_BYTES = 1024 * 1024
 
 
 #: Seconds a client is asked to wait when the gateway's engine connections are all busy.
@@ -134,7 +137,8 @@ class EngineClient:
 
         Raises:
             EngineStatusError: The engine answered with an error status.
-            EngineStreamError: The engine sent an error event inside the stream.
+            EngineStreamError: The engine sent an error event inside the stream, or an
+                event larger than `MAX_EVENT_BYTES`.
             EngineUnreachableError: No connection, or it broke.
             EngineTimeoutError: The engine went quiet past the timeout.
         """
@@ -153,6 +157,7 @@ class EngineClient:
                     cut = pending.rfind(b"\n\n") + 2 if b"\r" not in pending else 0
                     if cut > 1 and decoder.idle:
                         events, pending = pending[:cut], pending[cut:]
+                        _bounded(pending)
                         for block in events.split(b"\n\n"):
                             if not block:
                                 continue
@@ -180,6 +185,7 @@ class EngineClient:
                         continue
                     lines = pending.split(b"\n")
                     pending = lines.pop()
+                    _bounded(pending)
                     for line in lines:
                         event = decoder.feed(line.rstrip(b"\r").decode("utf-8", "replace"))
                         if event is None:
@@ -237,6 +243,8 @@ class EngineClient:
             raise error
         try:
             data = response.json().get("data", [])
+            if not isinstance(data, list):
+                raise ValueError("data is not a list")
             return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
         except (ValueError, AttributeError, RecursionError) as exc:
             error = EngineError(f"The model engine {name}'s /models answer is not a model list.")
@@ -264,6 +272,18 @@ def _status_error(status: int, raw: bytes) -> EngineStatusError:
         return EngineStatusError(status, None, message)
     message, error = error_from_payload(payload)
     return EngineStatusError(status, {"error": error}, message)
+
+
+def _bounded(unfinished: bytes) -> None:
+    """Refuse an event (or line) that is not finished past `MAX_EVENT_BYTES`.
+
+    Raises:
+        EngineStreamError: The engine's unfinished event is too large to hold.
+    """
+    if len(unfinished) > MAX_EVENT_BYTES:
+        raise EngineStreamError(
+            f"The model engine sent an event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MiB."
+        )
 
 
 async def _finish(exchange: EngineExchange) -> None:

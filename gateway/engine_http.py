@@ -14,6 +14,12 @@ is taken (closing) or when its request gets no answer at all; then the request i
 once more on a new connection (engines close idle connections after a few seconds).
 Every failure is raised as a `gateway.errors.EngineError` naming the engine (never its
 key).
+
+Framing as RFC 9112 has it, whatever the engine sends: interim 1xx answers are skipped
+for the final one; a body without ``Content-Length`` or chunked framing ends when the
+engine closes the connection; an answer's head is at most `MAX_HEAD_BYTES`; and any
+byte after a whole answer (a second response, a body longer than its framing) retires
+the connection, so no later request can read another answer's bytes as its own.
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ from gateway.settings import EngineSettings
 _HIGH_WATER = 1024 * 1024
 #: Idle connections kept per engine address.
 _IDLE_PER_ENGINE = 32
+#: The most an answer's head (status line and header lines, interim 1xx heads included)
+#: may take before the connection is dropped as broken.
+MAX_HEAD_BYTES = 64 * 1024
+#: Statuses whose answers never have a body (RFC 9110 6.4.1), whatever their headers say.
+_NO_BODY = (204, 304)
 
 _Key = tuple[str, int, bool]
 
@@ -64,6 +75,8 @@ class _Connection(asyncio.Protocol):
         self.keep_alive = False
         self.received = False
         self.failure: BaseException | None = None
+        #: Bytes received before the final head was complete (bounded by MAX_HEAD_BYTES).
+        self._head_bytes = 0
         #: When bytes last arrived (the read timeout counts from here).
         self.last_activity = self._loop.time()
 
@@ -74,12 +87,25 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self._loop.time()
+        if self.complete:
+            # Bytes nobody asked for after a whole answer (a second response, a body
+            # longer than its framing said): the connection no longer agrees with the
+            # engine on where answers start, so it must never carry another request.
+            self._retire()
+            return
         self.received = True
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(exc)
             return
+        if not self.head.done():
+            # Counted after parsing: data that ends the head may carry body bytes too.
+            # httptools keeps an unfinished header line in memory, so this is its bound.
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._fail(httptools.HttpParserError("the answer's head is too large"))
+                return
         if len(self.body) > _HIGH_WATER and self.transport is not None and not self._paused:
             self._paused = True
             self.transport.pause_reading()
@@ -89,25 +115,63 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        if not self.complete and exc is None and self._ends_at_close():
+            # RFC 9112 6.3: without Content-Length or chunked framing, the body ends
+            # when the engine closes the connection (HTTP/1.0-style servers do this).
+            self.complete = True
+            self._wake()
+            return
         if not self.complete:
             self._fail(exc or ConnectionResetError("closed before the answer ended"))
 
+    def _ends_at_close(self) -> bool:
+        """Whether the answer being read is delimited by the end of the connection."""
+        if not self.head.done() or self.failure is not None or self.status in _NO_BODY:
+            return False
+        chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        return not chunked and "content-length" not in self.headers
+
+    def _retire(self) -> None:
+        """Never use this connection again (it is closed; a later read sees the end)."""
+        self.lost = True
+        self.keep_alive = False
+        if self.transport is not None:
+            self.transport.abort()
+
     # httptools callbacks
+    def on_message_begin(self) -> None:
+        if self.complete:
+            # A second answer in the same bytes as the first one: see data_received.
+            self._retire()
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.head.done() or self.complete:
+            return  # a retired connection's parser runs on to the end of the data
         self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
-        self.status = self._parser.get_status_code()
-        if not self.head.done():
-            self.head.set_result(None)
+        if self.head.done() or self.complete:
+            return
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:
+            # An interim answer (100 Continue, 103 Early Hints; RFC 9110 15.2): the
+            # final one follows on the same connection. Its headers are not the answer's.
+            self.headers = {}
+            return
+        self.status = status
+        self.head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
+        if self.complete:
+            return
         self.body += body
         self._wake()
 
     def on_message_complete(self) -> None:
+        if self.complete or not self.head.done():
+            return  # the end of an interim 1xx answer, or of bytes after the answer
         self.complete = True
-        self.keep_alive = self._parser.should_keep_alive()
+        self.keep_alive = self._parser.should_keep_alive() and not self.lost
         self._wake()
 
     def _fail(self, exc: BaseException) -> None:
@@ -252,12 +316,12 @@ class EngineExchange:
             self._arm(self._read_timeout - quiet)
 
     async def read_all(self, limit: int) -> bytes:
-        """The whole body (at most ``limit`` bytes are kept)."""
+        """The body, up to ``limit`` bytes: past them the rest is not read (the exchange
+        cannot keep its connection then), so an endless body cannot hold the reader."""
         parts: list[bytes] = []
         size = 0
-        while part := await self.read():
-            if size < limit:
-                parts.append(part)
+        while size < limit and (part := await self.read()):
+            parts.append(part)
             size += len(part)
         return b"".join(parts)[:limit]
 

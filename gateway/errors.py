@@ -10,6 +10,7 @@ after (``/mcp`` answers the same errors as JSON-RPC error bodies, `GatewayError.
     │   ├── BodyTooLargeError         the body is over the configured limit (413)
     │   └── BodyTimeoutError          the body did not arrive in time (408)
     ├── AuthError                     the Bearer key is missing or wrong (401)
+    ├── ForeignHostError              no keys, and the request names a host not loopback (403)
     ├── UnknownModelError             no configured engine serves the model (404)
     ├── RateLimitError                a key is over its own limits (429, Retry-After)
     ├── BusyError                     the gateway itself is saturated (503, Retry-After)
@@ -86,6 +87,15 @@ class AuthError(GatewayError):
     def headers(self) -> dict[str, str]:
         """``WWW-Authenticate: Bearer``, as RFC 6750 asks."""
         return {"WWW-Authenticate": "Bearer"}
+
+
+class ForeignHostError(GatewayError):
+    """Raised when a gateway without keys gets an API request whose ``Host`` is a name
+    other than a loopback one (a page's DNS rebinding)."""
+
+    status = 403
+    error_type = "invalid_request_error"
+    code = "foreign_host"
 
 
 class _RetryLater(GatewayError):

@@ -249,6 +249,10 @@ class ChatTurn:
                 async for event in self._run_calls(raw_calls, result, offered, required):
                     yield event
                 state = after_calls(state, searches_spent=self.budgets.searches_spent)
+                if result.malformed and state.phase is Phase.TOOLS:
+                    # Only when a tool round follows, where the call can be written again;
+                    # the answer rounds get their own turn (SPEC 3.6), not a contrary one.
+                    self._conversation.add_user(prompts.MALFORMED_TEXT_CALL)
                 if asks_answer_again(state):
                     # A call written in an answer round: ask once more for the answer.
                     self._conversation.add_user(prompts.ANSWER_NOW)
@@ -398,7 +402,6 @@ class ChatTurn:
             self._conversation.add_tool(call.call_id, f"{text.rstrip()}\n{self.budgets.trailer()}")
         if result.malformed:
             yield CallEnded("unknown", "malformed", result.malformed)
-            self._conversation.add_user(prompts.MALFORMED_TEXT_CALL)
 
     async def _run_one(
         self, call: VettedCall, events: asyncio.Queue[ThorEvent | int]

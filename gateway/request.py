@@ -74,7 +74,7 @@ def parse_chat_request(raw: bytes, *, allow_media_urls: bool = False) -> ChatReq
     Raises:
         RequestError: Not JSON (or nested too deep to read), not an object, a field of
             the wrong shape, a media address that is not inline, or both the Web switch
-            and the client's own tools.
+            and the client's own tools (``tools`` or the deprecated ``functions``).
     """
     try:
         body = json.loads(raw)
@@ -98,7 +98,8 @@ def parse_chat_request(raw: bytes, *, allow_media_urls: bool = False) -> ChatReq
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise RequestError("'tools' must be an array.")
-    if web and tools:
+    # ``functions`` is the deprecated form of ``tools``: the client's own tools as well.
+    if web and (tools or body.get("functions")):
         raise RequestError(prompts.WEB_WITH_OWN_TOOLS)
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):

@@ -39,6 +39,8 @@ _TIMING_ENGINE = re.compile(r"total_\d+_(.+)")
 _SPACE = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
+# A lone surrogate: JSON may escape one ("\ud800"), UTF-8 cannot carry it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class FailureCause(enum.StrEnum):
@@ -252,6 +254,7 @@ def _usable_url(url: str) -> bool:
         and scheme.lower() in ("http", "https")
         and bool(rest)
         and _SPACE_OR_CONTROL.search(url) is None
+        and _SURROGATE.search(url) is None
     )
 
 
@@ -365,6 +368,10 @@ def one_line(value: str, max_chars: int) -> str:
     # Control characters (Cc: C0, DEL, C1) carry no meaning for the model and could hide
     # text.
     text = _CONTROL.sub("", text)
+    # A lone surrogate (escaped in SearXNG's JSON, from whatever an engine or page held)
+    # cannot be written as UTF-8: an MCP result holding one could not be sent at all, and
+    # engines that check their JSON (llama-server) refuse a request holding one.
+    text = _SURROGATE.sub("\ufffd", text)
     if len(text) <= max_chars:
         return text
     cut = text[: max_chars - 1]

@@ -15,8 +15,9 @@ httptools protocol (its documented ``http=`` class setting):
   a 503 OpenAI error with ``Retry-After`` and is closed at once, counted in a metric,
   never logged one by one.
 - **Malformed HTTP** gets a 400 OpenAI error body, and so does a request head (URL and
-  header lines) over 64 KiB; uvicorn's warning per malformed request goes through the
-  same rate limit as the accept errors below.
+  header lines) over 64 KiB, also one whose header line never ends (httptools holds an
+  unfinished line in memory until its end); uvicorn's warning per malformed request goes
+  through the same rate limit as the accept errors below.
 - **Descriptor limit**: start-up raises the soft ``RLIMIT_NOFILE`` to the hard limit,
   and keeps ``max_connections`` under half of it (each chat also holds an engine
   connection); if the limit is still reached, `AcceptFloodFilter` lets asyncio's
@@ -93,14 +94,19 @@ class GuardedProtocol(HttpToolsProtocol):
     OpenAI-shaped 400 (see the module docstring). Built per server by `protocol_for`.
 
     # Security
-    Rule: a connection must deliver each request head within ``client_header`` seconds,
-    and at most ``max_connections`` are served at once; the excess is answered 503 and
-    closed without a log line.
-    Threat: slow-header clients (slowloris) or a flood of connections holding every file
-    descriptor, so real users cannot connect and the log drowns.
+    Rule: a connection must deliver each request head within ``client_header`` seconds
+    and within `MAX_HEAD_BYTES` (plus at most one read), and at most
+    ``max_connections`` are served at once; the excess is answered 503 and closed
+    without a log line.
+    Threat: slow-header clients (slowloris), a header line that never ends (held in
+    memory by the parser: at loopback speed gigabytes within the header timeout), or a
+    flood of connections holding every file descriptor, so real users cannot connect and
+    the log drowns.
     Callers may rely on: no connection stays open idle or half-sent past the header
-    timeout, and open connections never exceed the cap. Proved by
-    ``test_a_request_head_that_does_not_arrive_in_time_is_closed`` and
+    timeout, no request head costs more memory than the cap, and open connections never
+    exceed the cap. Proved by
+    ``test_a_request_head_that_does_not_arrive_in_time_is_closed``,
+    ``test_a_header_line_that_never_ends_is_400_at_the_cap`` and
     ``test_connections_past_the_limit_get_503_and_are_closed`` in
     ``tests/gateway/test_serving.py``, and
     ``test_at_the_descriptor_limit_the_gateway_keeps_serving_without_a_log_flood`` in
@@ -114,6 +120,15 @@ class GuardedProtocol(HttpToolsProtocol):
         self._refused = False
         self._head_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0
+        #: A request head is being received (from the connection's start or the first
+        #: byte of a request until its headers are complete).
+        self._in_head = True
+        #: Bytes received while in a head, counted per read (see `data_received`).
+        self._head_received = 0
+        #: A request began during the read being parsed now.
+        self._began = False
+        #: The connection was refused a head too large: what it sends is dropped.
+        self._discarding = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         guard = self.guard
@@ -135,8 +150,36 @@ class GuardedProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if not self._refused:
-            super().data_received(data)
+        if self._refused or self._discarding:
+            return
+        self._began = False
+        super().data_received(data)
+        if self._discarding or not self._in_head or self._began or self.transport.is_closing():
+            # A read in which a request began may hold the end of the previous one:
+            # not counted (at most one read, 256 KiB, goes uncounted).
+            return
+        # httptools keeps a header line in memory until it ends, and calls on_header only
+        # then: a line that never ends is bounded here, by the bytes of the reads.
+        self._head_received += len(data)
+        if self._head_received > MAX_HEAD_BYTES:
+            self._refuse_head()
+
+    def _refuse_head(self) -> None:
+        """Answer 400 to a request that is malformed or whose head is too large, and drop
+        the rest of what the client sends.
+
+        Closing at once, with the client's bytes unread, would make the kernel reset the
+        connection and throw the answer away; so the sending side is shut after the
+        answer and what still arrives is dropped unread, until the client closes or the
+        header timer (still running: the head never completed) closes the connection.
+        """
+        self._discarding = True
+        self._arm_head_timer()
+        self.transport.write(_MALFORMED)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        else:
+            self.transport.close()
 
     def _arm_head_timer(self) -> None:
         if self._head_timer is None:
@@ -150,12 +193,16 @@ class GuardedProtocol(HttpToolsProtocol):
     def _head_late(self) -> None:
         self._head_timer = None
         if not self.transport.is_closing():
-            self.guard.metrics.client_connections_closed.labels("header_timeout").inc()
+            if not self._discarding:  # a refused request was answered (and counted) already
+                self.guard.metrics.client_connections_closed.labels("header_timeout").inc()
             self.transport.close()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_bytes = 0
+        self._in_head = True
+        self._head_received = 0
+        self._began = True
         self._arm_head_timer()
 
     def on_url(self, url: bytes) -> None:
@@ -174,11 +221,12 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._cancel_head_timer()
+        self._in_head = False
         super().on_headers_complete()
 
     def send_400_response(self, msg: str) -> None:
-        self.transport.write(_MALFORMED)
-        self.transport.close()
+        if not self._discarding:
+            self._refuse_head()
 
 
 def protocol_for(guard: ConnectionGuard) -> type[GuardedProtocol]:

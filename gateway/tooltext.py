@@ -75,7 +75,9 @@ Choices where SPEC 4a leaves room
   wins; a repeated parameter keeps its last value. A call object's ``type``, when present,
   must be ``"function"``; exactly one of ``arguments`` / ``parameters`` must be present.
 * Whitespace is Unicode whitespace (``str.isspace``); line starts for fences are judged on
-  the visible text. A kept whitespace run (R10) is kept as written.
+  the visible text. A kept whitespace run (R10) is kept as written. A closing fence line
+  may end in CRLF, as CommonMark's line ends do (otherwise a CRLF answer's fence would
+  never close, and a call after it would reach the page as text).
 * ``feed`` or ``close`` after ``close`` raises :class:`FilterClosedError`.
 """
 
@@ -115,7 +117,7 @@ from gateway.tooltext_xml import PROSE as XML_PROSE
 __all__ = ["FilterClosedError", "FilterOutput", "TextToolCall", "TextToolFilter"]
 
 _TEXT_STOP: Final = re.compile(r"[<`]")
-_FENCE_CLOSE: Final = re.compile(r"(`+)[ \t]*")
+_FENCE_CLOSE: Final = re.compile(r"(`+)[ \t\r]*")
 _INFO_STOP: Final = re.compile(r"[`\n]")
 
 _CLOSERS: Final = (END_TOOL_CALL, END_FUNCTION)

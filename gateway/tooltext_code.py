@@ -8,8 +8,9 @@ once. The rules, as a Markdown reader would see them:
   resets at a newline (an unclosed span ends with its line).
 * A run of three or more at a line start (up to three spaces of indent) whose line holds no other
   backtick opens a fenced block; it closes at a line holding, after up to three spaces, a run at
-  least as long and then only spaces or tabs. A fence line whose info string holds a backtick is
-  an inline span (CommonMark). ``~~~`` fences are not code (R9 names only backticks).
+  least as long and then only spaces or tabs (and the CR of a CRLF line end). A fence line
+  whose info string holds a backtick is an inline span (CommonMark). ``~~~`` fences are not
+  code (R9 names only backticks).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class CodeScan:
                     continue
             elif fl == _RUN and c == "`":
                 self._fk += 1
-            elif self._fk >= self._fence_n and c in " \t":
+            elif self._fk >= self._fence_n and c in " \t\r":
                 self._fl = _TAIL
             elif self._fk >= self._fence_n and c == "\n":
                 return pos + 1, True  # the closing fence line

@@ -31,6 +31,8 @@ from gateway.chunks import UsageCounts
 from gateway.errors import (
     BusyError,
     EngineError,
+    EngineStatusError,
+    EngineStreamError,
     EngineTimeoutError,
     GatewayError,
     RateLimitError,
@@ -142,7 +144,12 @@ class Tally:
         metrics.chat_requests.labels(self.mode, outcome.value).inc()
         if self._rounds:
             metrics.rounds.observe(self._rounds)
-        if isinstance(error, EngineError):
+        if isinstance(error, EngineStatusError | EngineStreamError):
+            metrics.engine_errors.labels(error.kind).inc()
+            # Their message is the engine's own words, which may quote the request (vLLM's
+            # validation errors echo the input): logged without it (SPEC 9).
+            log.warning("engine %s failed (%s, status %d)", error.engine, error.kind, error.status)
+        elif isinstance(error, EngineError):
             metrics.engine_errors.labels(error.kind).inc()
             # Operators see engine failures; the message names the engine, never its key.
             log.warning("engine %s failed (%s): %s", error.engine, error.kind, error.message)

@@ -117,6 +117,8 @@ class SearxngStandIn:
         self.default = recorded("search_normal.json")
         self.health = Served(200, "text/plain; charset=utf-8", b"OK")
         self.asked: list[Asked] = []
+        #: Hanging searches whose caller closed the connection (it gave up or was cancelled).
+        self.abandoned = 0
         self.port = 0
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
@@ -163,7 +165,7 @@ class SearxngStandIn:
                     return
                 asked = _parse(head)
                 self.asked.append(asked)
-                await self._answer(asked, writer)
+                await self._answer(asked, reader, writer)
         except (ConnectionError, asyncio.CancelledError):
             return
         finally:
@@ -171,7 +173,9 @@ class SearxngStandIn:
             self._writers.discard(writer)
             writer.close()
 
-    async def _answer(self, asked: Asked, writer: asyncio.StreamWriter) -> None:
+    async def _answer(
+        self, asked: Asked, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         if asked.path == "/search":
             served = self.answers.get(asked.params.get("q", ""), self.default)
             async with self._arrived:
@@ -182,6 +186,10 @@ class SearxngStandIn:
         else:
             served = Served(404, "text/html; charset=utf-8", b"<h1>Not Found</h1>")
         if served.hang:
+            # Never answered; the caller closing its end shows up as the end of input.
+            with contextlib.suppress(ConnectionError):
+                await reader.read()
+            self.abandoned += 1
             await asyncio.Event().wait()
         if served.delay:
             await asyncio.sleep(served.delay)

@@ -10,6 +10,7 @@ import asyncio
 import json
 import ssl
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -263,6 +264,29 @@ async def test_a_client_leaving_mid_crawl_cancels_the_fetchers_read(
     )
     release.set()
     assert len(world.engine.chats) == 2  # the model was never asked again
+
+
+async def test_a_client_leaving_mid_search_closes_the_searxng_request(
+    world: World, gateway: Gateway, http: httpx.AsyncClient
+) -> None:
+    world.searxng.default = replace(recorded("search_normal.json"), hang=True)
+    world.engine.script(tool_reply(search("kettle")), text_reply("Never asked for."))
+
+    async def leave_during_the_search(answer: Answer) -> bool:
+        return not (world.searxng.searches() and isinstance(answer.items[-1], KeepAlive))
+
+    answer = await stream_answer(http, gateway.api, body(), on_item=leave_during_the_search)
+    assert answer.sequence[-1] == ":"
+    await eventually(lambda: world.searxng.abandoned == 1)
+    await eventually(
+        lambda: (
+            gateway.metric(
+                "tigress_gateway_chat_requests", {"mode": "web", "outcome": "client_closed"}
+            )
+            == 1
+        )
+    )
+    assert len(world.engine.chats) == 1  # the model was never asked again
 
 
 # --- Nothing else running ---------------------------------------------------------------------

@@ -34,6 +34,7 @@ from tests.e2e.mcp_client import (
 from tests.e2e.test_research import FETCH, SEARCH, fetch, page, search
 from tests.gateway.fake_engine import text_reply, tool_reply
 from tests.gateway.servers import serve
+from tests.support.searxng import Served
 
 OTHER_KEY = "e2e-other-key-0123456789"
 TRAILER_START = "Searches used 0 of 16; pages read 0 of 12"
@@ -145,6 +146,28 @@ async def test_tool_texts_are_the_ones_the_chat_loops_model_reads(
         searched = await client.call_tool(SEARCH, {"query": "kettle descale"})
         read = await client.call_tool(FETCH, {"url": start})
     assert [text_of(searched), text_of(read)] == chat_texts
+
+
+async def test_a_result_holding_a_lone_surrogate_is_answered_in_both_interfaces(
+    world: World, gateway: Gateway, http: httpx.AsyncClient
+) -> None:
+    # A lone surrogate, escaped in SearXNG's JSON, cannot be written as UTF-8: the MCP
+    # answer holding it was never sent ("SSE stream ended without a response").
+    world.searxng.default = Served(
+        200,
+        "application/json",
+        b'{"results": [{"url": "https://origin.test/a", "title": "Bad \\ud800 title", '
+        b'"content": "snip \\udfff"}], "unresponsive_engines": []}',
+    )
+    async with connect(gateway.url) as client:
+        found = await client.call_tool(SEARCH, {"query": "kettle"})
+    assert not found.is_error
+    assert "[1] Bad \ufffd title — https://origin.test/a" in text_of(found)
+    world.engine.script(tool_reply(search("kettle")), text_reply("Done [1]."))
+    answer = await stream_answer(http, gateway.api, body())
+    assert answer.text == "Done [1]."
+    sent = world.engine.chats[1]["messages"][-1]["content"]
+    assert "Bad \ufffd title" in sent
 
 
 async def test_a_host_outside_the_sessions_results_is_refused_not_in_answer(

@@ -225,3 +225,71 @@ def test_a_system_line_joins_a_client_system_message_with_parts() -> None:
             "content": [{"type": "text", "text": "WEB"}, {"type": "text", "text": "Be brief."}],
         }
     ]
+
+
+#: Paths whose tool rounds end on a round that wrote only a malformed call.
+ENDS_MALFORMED: list[tuple[str, Callable[[], list[Reply]], Budgets]] = [
+    (
+        "eighth-round-malformed",
+        lambda: [*[tool_reply(search(f"q{i}")) for i in range(7)], MALFORMED, text_reply("ok")],
+        Budgets(),
+    ),
+    (
+        "malformed-beside-the-last-search",
+        lambda: [
+            Reply(
+                [
+                    *tool_reply(search("a")).steps[:-2],
+                    Data(chunk({"content": '<tool_call>{"name": "web_search", "arguments": {'})),
+                    Data(chunk({}, "tool_calls")),
+                ]
+            ),
+            text_reply("ok"),
+        ],
+        Budgets(searches=1, pages=1),
+    ),
+    (
+        "malformed-in-an-answer-round",
+        lambda: [*[tool_reply(search(f"q{i}")) for i in range(8)], MALFORMED, text_reply("ok")],
+        Budgets(),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("replies", "budgets"),
+    [path[1:] for path in ENDS_MALFORMED],
+    ids=[path[0] for path in ENDS_MALFORMED],
+)
+async def test_answer_rounds_are_asked_with_the_answer_now_turn_alone(
+    engine: FakeEngine, client: EngineClient, replies: Callable[[], list[Reply]], budgets: Budgets
+) -> None:
+    # SPEC 3.6: one user turn before the answer rounds: the sources list, a blank line,
+    # the answer-now line. A malformed call in the last tool round is not answered with
+    # "write the call again" in front of it: no tool round is left to write it in.
+    engine.script(*replies())
+    memory = RequiredMemory()
+    settings = EngineSettings(engine.url)
+    memory.learn(settings, RequiredSupport.HONOURED)
+    messages = CONVERSATIONS["question"]
+    turn = ChatTurn(
+        client=client,
+        engine=settings,
+        messages=[parse_message(m, i) for i, m in enumerate(messages)],
+        fields={"model": "test-model", "messages": messages},
+        tools=ToolBox([FakeSearch()]),
+        memory=memory,
+        options=LoopOptions(budgets=budgets, tool_timeout=5.0),
+        filter_factory=default_filter,
+    )
+    [event async for event in turn.events()]
+    answer_rounds = [sent for sent in engine.chats if "tools" not in sent]
+    assert answer_rounds
+    for sent in answer_rounds:
+        last = sent["messages"][-1]
+        assert last["role"] == "user"
+        assert prompts.MALFORMED_TEXT_CALL not in last["content"]
+        assert last["content"].endswith(prompts.ANSWER_NOW)
+    first = answer_rounds[0]["messages"][-1]["content"]
+    assert first.startswith(prompts.SOURCES_HEADING)
+    assert first.split("\n\n") == [turn.ledger.sources_message(), prompts.ANSWER_NOW]

@@ -83,6 +83,62 @@ async def test_api_routes_need_the_key(
 
 
 @pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("127.0.0.1:8000", True),
+        ("127.0.0.1", True),
+        ("localhost:8000", True),
+        ("LOCALHOST.:8000", True),
+        ("app.localhost:8000", True),
+        ("[::1]:8000", True),
+        ("10.1.2.3:8000", True),  # an address cannot be rebound: only names can
+        ("evil.example:8000", False),
+        ("evil.example", False),
+        ("localhost.evil.example:8000", False),
+        ("127.0.0.1.evil.example", False),
+        ("[::1", False),
+    ],
+)
+async def test_without_keys_only_a_loopback_host_reaches_the_api(
+    engine: FakeEngine,
+    gateway_at: GatewayFactory,
+    http: httpx.AsyncClient,
+    host: str,
+    allowed: bool,
+) -> None:
+    # DNS rebinding: a page re-points its own name at 127.0.0.1 and calls the keyless API
+    # as its own origin; its requests name its host, which a keyless gateway refuses.
+    engine.script(text_reply("ok"))
+    settings = make_settings(engine, api_keys=())
+    async with gateway_at(settings=settings) as url:
+        chat_answer = await http.post(
+            f"{url}/v1/chat/completions", json=chat(), headers={"Host": host}
+        )
+        mcp_answer = await http.post(f"{url}/mcp", json={}, headers={"Host": host})
+        page = await http.get(f"{url}/healthz", headers={"Host": host})
+    assert page.status_code == 200  # only the API and /mcp are refused
+    if allowed:
+        assert chat_answer.status_code == 200
+        assert mcp_answer.status_code != 403
+    else:
+        assert chat_answer.status_code == 403
+        assert chat_answer.json()["error"]["code"] == "foreign_host"
+        assert mcp_answer.status_code == 403
+        assert mcp_answer.json()["error"]["code"] == -32600
+
+
+async def test_with_keys_the_host_is_not_judged(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(text_reply("ok"))
+    async with gateway_at() as url:
+        answer = await http.post(
+            f"{url}/v1/chat/completions", json=chat(), headers={**AUTH, "Host": "tigress.example"}
+        )
+    assert answer.status_code == 200
+
+
+@pytest.mark.parametrize(
     ("body", "status", "code"),
     [
         (b"{nope", 400, "invalid_request"),

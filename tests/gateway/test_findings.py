@@ -374,6 +374,42 @@ async def test_an_unreachable_engine_is_named_and_logged(
     assert any(dead in r.getMessage() and "connect" in r.getMessage() for r in caplog.records)
 
 
+SECRET = "the user's private words"
+
+
+@pytest.mark.parametrize(
+    ("reply", "body"),
+    [
+        (error_reply(400, f"1 validation error: input {SECRET!r}"), chat()),
+        (error_reply(400, f"1 validation error: input {SECRET!r}"), chat(thor_web_search=True)),
+        (error_reply(500, SECRET, "server_error"), chat(stream=True)),
+        (
+            Reply([Data(chunk({"content": "a"})), Data({"error": {"message": SECRET}})]),
+            chat(stream=True, thor_web_search=True),
+        ),
+    ],
+    ids=["status-pass-through", "status-web", "status-stream", "stream-error"],
+)
+async def test_the_engines_error_words_are_relayed_but_never_logged(
+    engine: FakeEngine,
+    gateway_at: GatewayFactory,
+    http: httpx.AsyncClient,
+    caplog: pytest.LogCaptureFixture,
+    reply: Reply,
+    body: dict[str, Any],
+) -> None:
+    # SPEC 9: no conversation text in logs; an engine's error may quote the request.
+    if body.get("thor_web_search"):
+        engine.script(tool_reply(("web_search", '{"query": "x"}')))
+    engine.script(reply)
+    with caplog.at_level(logging.DEBUG):
+        async with gateway_at(tools=[FakeSearch()]) as url:
+            response = await _post(http, url, body)
+    assert SECRET in response.text  # the client sees the engine's words
+    assert any("engine" in r.getMessage() for r in caplog.records)
+    assert not [r for r in caplog.records if SECRET in r.getMessage()]
+
+
 def test_an_engine_is_named_without_its_credentials() -> None:
     engine = EngineSettings("http://user:secret@127.0.0.1:8080/v1", api_key="k" * 20)
     assert engine.label == "http://127.0.0.1:8080/v1"

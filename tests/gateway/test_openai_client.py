@@ -156,3 +156,106 @@ async def test_client_errors_map_to_the_clients_exceptions(
     ):
         with pytest.raises(error):
             await client.chat.completions.create(model=model, messages=MESSAGES)
+
+
+def usage_on_request(reply: Reply, asked: bool) -> Reply:
+    """An engine that sends the usage chunk only when asked (llama-server, vLLM)."""
+    if asked:
+        return reply
+    return Reply([s for s in reply.steps if not (isinstance(s, Data) and not s.obj["choices"])])
+
+
+@pytest.mark.parametrize("web", [False, True], ids=["pass-through", "web"])
+@pytest.mark.parametrize("usage", [False, True], ids=["no-usage", "usage"])
+async def test_every_stream_chunk_parses_and_the_turn_ends_as_spec_4_says(
+    engine: FakeEngine, gateway_at: GatewayFactory, web: bool, usage: bool
+) -> None:
+    if web:
+        engine.script(tool_reply(("web_search", '{"query": "rust news"}')))
+    engine.script(usage_on_request(text_reply("Rust ", "shipped [1].", reasoning=("hm",)), usage))
+    extra: dict[str, Any] = {"thor_web_search": True} if web else {}
+    async with (
+        gateway_at(tools=[FakeSearch()]) as url,
+        AsyncOpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0) as client,
+    ):
+        stream = await client.chat.completions.create(
+            model="test-model",
+            messages=MESSAGES,
+            stream=True,
+            stream_options={"include_usage": True} if usage else openai.omit,
+            extra_body=extra,
+        )
+        parts = [part async for part in stream]  # the client stops at [DONE]
+    with_choices = [p for p in parts if p.choices]
+    text = "".join(p.choices[0].delta.content or "" for p in with_choices)
+    reasoning = "".join(
+        (p.choices[0].delta.model_extra or {}).get("reasoning_content") or "" for p in with_choices
+    )
+    assert (text, reasoning) == ("Rust shipped [1].", "hm")
+    assert len({p.id for p in parts}) == 1
+    finishes = [p.choices[0].finish_reason for p in with_choices if p.choices[0].finish_reason]
+    assert finishes == ["stop"]  # one end, never "tool_calls"
+    assert all(not p.choices[0].delta.tool_calls for p in with_choices)
+    usage_chunks = [p for p in parts if not p.choices]
+    assert [p.usage is not None for p in usage_chunks] == ([True] if usage else [])
+    if usage:
+        assert parts[-1] is usage_chunks[0]  # the usage chunk comes last
+    events = [(p.model_extra or {}).get("thor_event") for p in parts]
+    kinds = [e["type"] for e in events if e]
+    assert kinds == (["searched", "sources", "citations"] if web else [])
+    for part, event in zip(parts, events, strict=True):
+        if event:
+            assert part.choices[0].delta.content is None
+            assert part.choices[0].finish_reason is None
+
+
+@pytest.mark.parametrize("web", [False, True], ids=["pass-through", "web"])
+async def test_a_whole_answer_parses_with_its_events_only_under_the_switch(
+    engine: FakeEngine, gateway_at: GatewayFactory, web: bool
+) -> None:
+    if web:
+        search_then_answer(engine)
+    else:
+        engine.script(Reply(body=completion_body("whole answer")))
+    async with (
+        gateway_at(tools=[FakeSearch()]) as url,
+        AsyncOpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0) as client,
+    ):
+        answer = await client.chat.completions.create(
+            model="test-model", messages=MESSAGES, extra_body=WEB if web else {}
+        )
+    assert answer.object == "chat.completion"
+    assert answer.choices[0].finish_reason == "stop"
+    events = (answer.model_extra or {}).get("thor_events")
+    if web:
+        assert answer.choices[0].message.content == "Rust 1.90 shipped [1]."
+        assert [e["type"] for e in events or []] == ["searched", "sources", "citations"]
+        assert (answer.choices[0].message.model_extra or {})["reasoning_content"] == "checking"
+    else:
+        assert answer.choices[0].message.content == "whole answer"
+        assert events is None
+
+
+async def test_several_choices_pass_through_unchanged(
+    engine: FakeEngine, gateway_at: GatewayFactory
+) -> None:
+    def two(delta: dict[str, Any], finish: str | None = None) -> Data:
+        base = chunk(delta, finish)
+        base["choices"] = [
+            {**base["choices"][0], "index": i, "delta": dict(delta)} for i in range(2)
+        ]
+        return Data(base)
+
+    engine.script(
+        Reply([two({"role": "assistant", "content": ""}), two({"content": "x"}), two({}, "stop")])
+    )
+    async with (
+        gateway_at() as url,
+        AsyncOpenAI(base_url=f"{url}/v1", api_key=KEY, max_retries=0) as client,
+    ):
+        stream = await client.chat.completions.create(
+            model="test-model", messages=MESSAGES, stream=True, n=2
+        )
+        parts = [part async for part in stream]
+    assert [[c.index for c in p.choices] for p in parts] == [[0, 1]] * 3
+    assert engine.chats[0]["n"] == 2

@@ -230,17 +230,34 @@ def test_malformed_requests_are_400(raw: bytes) -> None:
     assert not isinstance(caught.value, BodyTooLargeError)
 
 
-def test_web_switch_with_own_tools_is_refused_clearly() -> None:
+@pytest.mark.parametrize(
+    "own",
+    [
+        {"tools": [{"type": "function"}]},
+        # The deprecated form of tools is the client's own tools too.
+        {"functions": [{"name": "mine", "parameters": {}}]},
+        {"tools": [{"type": "function"}], "functions": []},
+    ],
+    ids=["tools", "functions", "both"],
+)
+def test_web_switch_with_own_tools_is_refused_clearly(own: dict[str, Any]) -> None:
     raw = json.dumps(
-        {
-            "model": "m",
-            "messages": [{"role": "user"}],
-            "thor_web_search": True,
-            "tools": [{"type": "function"}],
-        }
+        {"model": "m", "messages": [{"role": "user"}], "thor_web_search": True, **own}
     ).encode()
     with pytest.raises(RequestError, match="cannot be combined"):
         parse_chat_request(raw)
+
+
+@pytest.mark.parametrize(
+    "own",
+    [{}, {"tools": []}, {"functions": []}, {"tools": None, "functions": None}],
+    ids=["none", "empty-tools", "empty-functions", "nulls"],
+)
+def test_web_switch_without_own_tools_is_taken(own: dict[str, Any]) -> None:
+    raw = json.dumps(
+        {"model": "m", "messages": [{"role": "user"}], "thor_web_search": True, **own}
+    ).encode()
+    assert parse_chat_request(raw).web
 
 
 def test_pass_through_body_drops_only_the_switch() -> None:

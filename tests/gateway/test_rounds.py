@@ -62,6 +62,19 @@ def test_fragments_without_index_continue_the_last_call() -> None:
     ]
 
 
+def test_a_new_id_under_a_used_index_starts_a_new_call() -> None:
+    # Some engines number every call 0; the id tells the calls apart.
+    assembler = ToolCallAssembler()
+    assembler.add(frag({"index": 0, "id": "a", "function": {"name": "web_search"}}))
+    assembler.add(frag({"index": 0, "function": {"arguments": '{"query": "x"}'}}))
+    assembler.add(frag({"index": 0, "id": "b", "function": {"name": "fetch"}}))
+    assembler.add(frag({"index": 0, "id": "b", "function": {"arguments": '{"url": "u"}'}}))
+    assert assembler.calls() == [
+        RawCall("a", "web_search", '{"query": "x"}'),
+        RawCall("b", "fetch", '{"url": "u"}'),
+    ]
+
+
 def test_a_name_repeated_on_every_fragment_is_kept_once() -> None:
     assembler = ToolCallAssembler()
     assembler.add(frag({"index": 0, "function": {"name": "fetch", "arguments": "{"}}))

@@ -4,6 +4,7 @@ sockets against the real uvicorn configuration (`gateway.serving.uvicorn_config`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from dataclasses import replace
@@ -130,6 +131,31 @@ async def test_a_request_head_over_the_limit_is_400(
         answer = await closed_by_server(reader)
         writer.close()
     assert answer.startswith(status)
+
+
+@pytest.mark.parametrize("where", ["target", "header"])
+async def test_a_header_line_that_never_ends_is_400_at_the_cap(
+    engine: FakeEngine, gateway_at: GatewayFactory, where: str
+) -> None:
+    # The header timeout is far off: the 400 comes from the size, and nothing waits for
+    # the line's end (httptools would hold all of it in memory until then).
+    slow = replace(TEST_TIMEOUTS, client_header=60.0)
+    start = b"GET /healthz?" if where == "target" else b"GET /healthz HTTP/1.1\r\nX-Pad: "
+    async with gateway_at(settings=make_settings(engine, timeouts=slow)) as url:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(url))
+        writer.write(start)
+        sent = 0
+        with contextlib.suppress(ConnectionError):
+            while not reader.at_eof() and sent < 64 * MAX_HEAD_BYTES:
+                writer.write(b"a" * 16384)
+                await writer.drain()
+                sent += 16384
+                await asyncio.sleep(0)  # let the answer in
+        answer = await closed_by_server(reader)
+        writer.close()
+    head, body = answer.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 400")
+    assert json.loads(body)["error"]["code"] == "invalid_request"
 
 
 def test_the_connection_cap_stays_under_the_descriptor_limit() -> None:

@@ -611,6 +611,21 @@ RULES: list[tuple[str, str, str, Calls, int]] = [
         0,
     ),
     ("R9-fence-closed-by-longer", f"x\n```\na\n`````\n{JSON_CALL}", "x\n```\na\n`````\n", RJ, 0),
+    # CommonMark line ends include CRLF: a CRLF closing fence line closes the block.
+    (
+        "R9-fence-closed-by-crlf-line",
+        f"x\r\n```\r\n<tool_call>\r\n```\r\n{JSON_CALL}",
+        "x\r\n```\r\n<tool_call>\r\n```\r\n",
+        RJ,
+        0,
+    ),
+    (
+        "R8-initial-fence-with-crlf-lines",
+        '```json\r\n{"name": "web_search", "arguments": {"query": "q"}}\r\n```\r\nok',
+        "ok",
+        Q,
+        0,
+    ),
     (
         "R9-fence-not-closed-by-shorter",
         f"x\n````\na\n```\n{JSON_CALL}\n````",

@@ -168,6 +168,28 @@ def test_results_that_cannot_be_cited_are_left_out() -> None:
     assert result.unresponsive == (EngineTrouble("x", "timeout"),)
 
 
+def test_lone_surrogates_in_an_answer_become_replacement_characters() -> None:
+    # JSON may escape a lone surrogate; UTF-8 cannot carry one, so a result holding one
+    # would break the MCP answer it appears in and the next engine request (llama-server
+    # refuses such JSON). Text keeps its place with U+FFFD; an address holding one is
+    # left out (it cannot be cited or read).
+    body = (
+        b'{"results": ['
+        b'{"url": "https://ok.example/\\ud800", "title": "bad address"},'
+        b'{"url": "https://ok.example/a", "title": "T\\ud800itle", "content": "s\\udfffnip"}'
+        b'], "unresponsive_engines": [["e\\udbff", "r\\udc00"]],'
+        b' "answers": [{"answer": "42\\ud83d"}]}'
+    )
+    assert "\ud800" in json.loads(body)["results"][1]["title"]
+    result = read_answer(200, "application/json", body, None, limit=6, origin=ORIGIN)
+    assert isinstance(result, SearchAnswer)
+    assert [(h.url, h.title, h.snippet) for h in result.hits] == [
+        ("https://ok.example/a", "T\ufffditle", "s\ufffdnip")
+    ]
+    assert result.unresponsive == (EngineTrouble("e\ufffd", "r\ufffd"),)
+    assert result.instant_answers == ("42\ufffd",)
+
+
 def test_localised_reasons_are_kept_as_written() -> None:
     result = answer("search_reasons_localized_de.json")
     assert [t.reason for t in result.unresponsive] == [
