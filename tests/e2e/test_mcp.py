@@ -20,6 +20,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.serving import uvicorn_config
 from gateway.settings import Budgets, Limits, McpSettings
 from testkit.origin import Reply, Request
+from testkit.searxng import Served
 from tests.e2e.client import body, stream_answer
 from tests.e2e.conftest import AUTH, KEY, Gateway, GatewayFactory, World
 from tests.e2e.mcp_client import (
@@ -34,7 +35,6 @@ from tests.e2e.mcp_client import (
 from tests.e2e.test_research import FETCH, SEARCH, fetch, page, search
 from tests.gateway.fake_engine import text_reply, tool_reply
 from tests.gateway.servers import serve
-from tests.support.searxng import Served
 
 OTHER_KEY = "e2e-other-key-0123456789"
 TRAILER_START = "Searches used 0 of 16; pages read 0 of 12"

@@ -202,7 +202,9 @@ async def test_every_stream_chunk_parses_and_the_turn_ends_as_spec_4_says(
         assert parts[-1] is usage_chunks[0]  # the usage chunk comes last
     events = [(p.model_extra or {}).get("thor_event") for p in parts]
     kinds = [e["type"] for e in events if e]
-    assert kinds == (["searched", "sources", "citations"] if web else [])
+    # Streams also say when a round's calls start and end ("working", README).
+    expected = ["working", "searched", "working", "sources", "citations"]
+    assert kinds == (expected if web else [])
     for part, event in zip(parts, events, strict=True):
         if event:
             assert part.choices[0].delta.content is None
