@@ -31,13 +31,19 @@ import time
 from collections.abc import Callable, Collection
 
 from fetcher.download import Downloader
-from fetcher.extract import PAGE_TEXT_LIMIT, REPORT_TEXT_LIMIT, Document, cut, read_document
+from fetcher.extract import (
+    PAGE_TEXT_LIMIT,
+    REPORT_TEXT_LIMIT,
+    cut,
+    document_from_wire,
+    read_document,
+)
 from fetcher.links import site_of
 from fetcher.outcome import Downloaded
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.urls import Address, parse
-from fetcher.workers import Stopped, WorkerPool
+from fetcher.workers import Stopped, Wire, WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -70,15 +76,16 @@ class Page:
     site: str
 
 
-def read_page(page: Page) -> Document:
-    """Runs in a render worker: the page as text (:func:`fetcher.extract.read_document`)."""
+def read_page(page: Page) -> Wire:
+    """Runs in a render worker: the page as text (:func:`fetcher.extract.read_document`),
+    as JSON; the crawl checks it with :func:`fetcher.extract.document_from_wire`."""
     return read_document(
         page.body,
         content_type=page.content_type,
         charset=page.charset,
         url=page.url,
         site=page.site,
-    )
+    ).to_wire()
 
 
 @dataclasses.dataclass(slots=True)
@@ -162,15 +169,18 @@ class _Crawl:
             outcome.body, outcome.content_type, outcome.charset, outcome.final_url, self.site
         )
         async with self.renders:
-            document = await self.crawler.pool.run(read_page, work)
-        if isinstance(document, Stopped):
-            reason = _STOPPED_REASONS[document.why]
+            answer = await self.crawler.pool.run(read_page, work)
+        if isinstance(answer, Stopped):
+            reason = _STOPPED_REASONS[answer.why]
             return PageFailed(
                 outcome.final_url,
                 reason,
-                f"reading the page stopped: {document.detail}",
+                f"reading the page stopped: {answer.detail}",
                 page.depth,
             )
+        # The worker read hostile bytes: its answer is checked, and breaking the contract
+        # is a bug of ours or a subverted worker, reported as ``internal`` (see read()).
+        document = document_from_wire(answer, url=outcome.final_url, site=self.site)
         page.links = document.links if page.depth < MAX_DEPTH else ()
         return PageRead(
             requested_url=page.url,

@@ -9,6 +9,8 @@ the fetcher's own seams and for configuration. The tree::
     │   │                        Reason and is turned into a ``Failed`` value at once
     │   └── NotPublicError       raised when an answer is not public (rule 2); carries the
     │                            refused answer for the fetch log only
+    ├── TaskError                raised when a task in a worker process raised; the error
+    │                            comes back as text, never as an object (fetcher.workers)
     └── ConfigError              raised when a setting has a bad value (start-up stops)
 """
 
@@ -42,6 +44,20 @@ class NotPublicError(HopError):
     def __init__(self, detail: str, answer: IPv4Address | IPv6Address) -> None:
         super().__init__(Reason.NOT_PUBLIC, detail)
         self.answer = answer
+
+
+class TaskError(FetcherError):
+    """Raised when a task in a worker process raised: its type and message, as text."""
+
+    def __init__(self, error: str, worker_traceback: str = "") -> None:
+        super().__init__(error)
+        self.error = error
+        self.worker_traceback = worker_traceback
+
+    def __str__(self) -> str:
+        if not self.worker_traceback:
+            return self.error
+        return f"{self.error}\nin the worker:\n{self.worker_traceback.rstrip()}"
 
 
 class ConfigError(FetcherError):

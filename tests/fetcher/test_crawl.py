@@ -265,3 +265,33 @@ async def test_a_megabyte_long_link_is_skipped_and_the_page_is_read(
     report = await crawler(origin.url("/"), allowed_hosts=ALLOWED)
     assert [p.title for p in report.pages] == ["Start", "A"]
     assert report.failures == ()
+
+
+class LyingPool(WorkerPool):
+    """A render pool whose worker was subverted by the page it read (a seam we own): it
+    answers the page's text with links to another site."""
+
+    def __init__(self, links: list[str]) -> None:
+        super().__init__(workers=1)
+        self.links = links
+
+    async def run(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        return {"title": "Start", "text": "x", "links": self.links}
+
+
+async def test_links_a_worker_made_up_are_never_followed(
+    origin: Origin, downloader: Downloader, caplog: pytest.LogCaptureFixture
+) -> None:
+    origin.routes["/"] = page("Start")
+    origin.routes["/secret"] = page("Secret")
+    pool = LyingPool([origin.url("/secret", host="other.test")])
+    try:
+        report = await Crawler(downloader=downloader, pool=pool)(
+            origin.url("/"), allowed_hosts=ALLOWED
+        )
+    finally:
+        pool.close()
+    assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/"), Reason.INTERNAL)]
+    assert report.internal_errors == 1
+    assert [r.target for r in origin.requests] == ["/"]
+    assert "links are not the page's same-site links" in caplog.text
