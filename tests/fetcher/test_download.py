@@ -640,3 +640,21 @@ def test_allowed_hosts_are_normalised_like_addresses(written: str, normalised: s
 
 def test_allowed_hosts_that_are_not_hosts_are_dropped() -> None:
     assert allowed_host_set(["", "a b", "exa%41mple.com", "[::1"]) == frozenset()
+
+
+class BrokenResolver(StaticResolver):
+    """A resolver with a bug (a seam we own): it raises what no lookup should."""
+
+    async def resolve(self, host: str) -> list[IPAddress]:
+        raise RuntimeError("a bug in the resolver")
+
+
+async def test_a_bug_during_a_hop_is_logged_once_and_raised(
+    origin: Origin, make_downloader: DownloaderFactory, hops: list[HopRecord]
+) -> None:
+    async with make_downloader(resolver=BrokenResolver({}), observer=hops.append) as downloader:
+        with pytest.raises(RuntimeError, match="a bug in the resolver"):
+            await downloader.download(origin.url("/"), allowed_hosts=ALLOWED)
+    assert [(hop.url, hop.reason, hop.outcome) for hop in hops] == [
+        (origin.url("/"), Reason.INTERNAL, "refused")
+    ]
