@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import socket
 import time
 from pathlib import Path
@@ -84,3 +85,8 @@ def limits() -> Wire:
         "nproc": list(resource.getrlimit(resource.RLIMIT_NPROC)),
         "core": list(resource.getrlimit(resource.RLIMIT_CORE)),
     }
+
+
+def crash() -> None:
+    """Ends the worker the way a native library's bug does."""
+    os.kill(os.getpid(), signal.SIGSEGV)

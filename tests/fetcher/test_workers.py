@@ -158,3 +158,12 @@ async def test_tasks_past_the_workers_wait_and_saturation_shows(tmp_path: Path) 
         assert (two.busy, two.waiting, two.saturated) == (0, 0, False)
     finally:
         two.close()
+
+
+async def test_a_worker_that_crashes_costs_only_its_task(pool: WorkerPool) -> None:
+    first = await pool.run(tasks.pid)
+    assert await pool.run(tasks.crash) == Stopped("crashed", "the worker ended with status -11")
+    second = await pool.run(tasks.pid)
+    assert isinstance(second, int)
+    assert second not in (first, os.getpid())
+    assert pool.stopped["crashed"] == 1
