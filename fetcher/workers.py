@@ -66,8 +66,8 @@ P = ParamSpec("P")
 Wire: TypeAlias = "bool | int | float | str | list[Wire] | dict[str, Wire] | None"
 
 MIB = 1024 * 1024
-#: The largest answer a worker may send; a page's answer is a few hundred kilobytes.
-MAX_REPLY_BYTES = 4 * MIB
+#: The largest answer a worker may send; a page's answer is at most about 100 KB.
+MAX_REPLY_BYTES = MIB
 #: Exit status of a worker that ran out of memory while answering that it had.
 EXIT_MEMORY = 86
 _HEADER = 4

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from fetcher.crawl import Page, read_page
+from fetcher.extract import document_from_wire
 from fetcher.workers import Stopped, WorkerPool
 
 TWO_MIB = 2 * 1024 * 1024
@@ -36,3 +37,21 @@ async def test_a_page_of_code_elements_is_read_within_the_limits(
     page = Page(body, "text/html", None, "https://example.com/", "example.com")
     result = await render_pool.run(read_page, page)
     assert not isinstance(result, Stopped), result
+
+
+async def test_the_largest_answer_a_page_can_give_fits_the_reply_cap(
+    render_pool: WorkerPool,
+) -> None:
+    """A 300-character title, 12,000 characters of text and 24 links of 2,048 characters,
+    all in four-byte UTF-8: well under the worker's reply cap."""
+    wide = "\U0001f600"
+    links = "".join(f'<a href="/{n:02d}{"x" * 2010}">l</a>' for n in range(24))
+    body = f"<title>{wide * 300}</title><main><p>{wide * 13_000}</p>{links}</main>".encode()
+    page = Page(body, "text/html", "utf-8", "https://example.com/", "example.com")
+    result = await render_pool.run(read_page, page)
+    assert isinstance(result, dict), result
+    document = document_from_wire(result, url="https://example.com/", site="example.com")
+    assert len(document.title) == 300
+    assert len(document.text) > 11_000
+    assert len(document.links) == 24
+    assert max(len(link) for link in document.links) > 2000
