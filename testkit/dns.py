@@ -115,12 +115,20 @@ class DnsServer:
     async def start(self) -> None:
         """Listens on an ephemeral port of 127.0.0.1, UDP and TCP."""
         loop = asyncio.get_running_loop()
-        transport, _ = await loop.create_datagram_endpoint(
-            lambda: _Protocol(self), local_addr=("127.0.0.1", 0)
-        )
-        self._transport = transport
-        self.port = transport.get_extra_info("sockname")[1]
-        self._tcp = await asyncio.start_server(self._serve_tcp, "127.0.0.1", self.port)
+        # The UDP port's TCP twin may be taken by another program: try another pair.
+        for _ in range(50):
+            transport, _ = await loop.create_datagram_endpoint(
+                lambda: _Protocol(self), local_addr=("127.0.0.1", 0)
+            )
+            port = transport.get_extra_info("sockname")[1]
+            try:
+                self._tcp = await asyncio.start_server(self._serve_tcp, "127.0.0.1", port)
+            except OSError:
+                transport.close()
+                continue
+            self._transport, self.port = transport, port
+            return
+        raise OSError("no free UDP and TCP port pair on 127.0.0.1")
 
     async def stop(self) -> None:
         """Stops listening and drops the TCP connections still open."""
