@@ -60,7 +60,7 @@ async def _run() -> None:
             page = Page(body, "text/html", "utf-8", "https://example.com/", "example.com")
             result = await pool.run(measure, page)
         finally:
-            pool.close()
+            await pool.aclose()
         if isinstance(result, Stopped):
             print(f"{name:34} stopped: {result.detail}")
             continue

@@ -52,7 +52,7 @@ MAX_DEPTH = 2
 DEFAULT_DEADLINE = 30.0
 DEFAULT_CONCURRENCY = 4
 #: Modules the render workers need, imported once by their forkserver.
-WORKER_PRELOAD = ("fetcher.crawl",)
+WORKER_PRELOAD = ("fetcher.prewarm",)
 
 PageEvent = PageRead | PageFailed
 OnPage = Callable[[PageEvent], None]

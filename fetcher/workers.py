@@ -4,19 +4,20 @@ Turning a hostile page into text can cost seconds of CPU and hundreds of megabyt
 on a thread, that work cannot be stopped, only abandoned, and it starves everything else.
 Here each task runs in a worker process under three limits, :class:`WorkLimits`:
 
-- CPU time: before each task the worker lowers its own soft ``RLIMIT_CPU`` to the CPU it
-  has used plus the task's allowance; past it the kernel sends ``SIGXCPU``, which ends
-  the worker (no handler, no core file);
-- memory: the worker's address space (``RLIMIT_AS``) is capped once, at start; an
-  allocation past it fails inside the task (``MemoryError``);
+- CPU time: the worker lowers its own soft ``RLIMIT_CPU`` to the task's allowance; past
+  it the kernel sends ``SIGXCPU``, which ends the worker (no handler, no core file);
+- memory: the worker's address space (``RLIMIT_AS``) is capped at start; an allocation
+  past it fails inside the task (``MemoryError``);
 - wall-clock time, and cancellation: the worker running a task that overran, or whose
   caller gave up (crawl deadline, client gone, shutdown), is killed.
 
-A worker that ended is replaced by a fresh one. At most ``workers`` tasks run at once;
-more wait, in order, for a free worker. :attr:`WorkerPool.waiting` and
-:attr:`WorkerPool.busy` are what health and metrics report. Workers are forked from a
-``forkserver`` process that has imported ``preload`` once, so a replacement is ready in
-milliseconds and never inherits the gRPC server's threads or sockets.
+Each task gets a worker of its own, forked for it and killed after it: a worker that one
+hostile page subverted never sees another page (another read's least of all), and no
+state of one task reaches the next. Workers are forked from a ``forkserver`` process that
+has imported ``preload`` once, so a worker starts in milliseconds and never inherits the
+gRPC server's threads or sockets; one is started ahead for each free place, so a task
+rarely waits for its start. At most ``workers`` tasks run at once; more wait, in order.
+:attr:`WorkerPool.waiting` and :attr:`WorkerPool.busy` are what health and metrics report.
 
 A worker has read hostile bytes, so what it sends back is untrusted input. Tasks go to
 a worker pickled (the fetcher wrote them), but answers come back as one length-prefixed
@@ -24,7 +25,7 @@ JSON document of at most ``max_reply_bytes``, never as a pickle, whose loading w
 whatever code a subverted worker named. A task therefore returns plain JSON values
 (:data:`Wire`) and its caller checks them field by field (``fetcher.extract`` does, for a
 page). A worker cannot start processes of its own (``RLIMIT_NPROC`` 0), so killing it
-stops all of its work. Frames on the worker's socket::
+stops all of its work. Frames on the worker's socket (one task, one answer)::
 
     parent ── 4-byte big-endian length, pickle of (function, args, kwargs, cpu) ──▶ worker
     parent ◀── 4-byte big-endian length, JSON {"value": ...} | {"error": "..."} ── worker
@@ -52,7 +53,7 @@ import signal
 import socket
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from multiprocessing.process import BaseProcess
 from typing import Any, ParamSpec, TypeAlias
 
@@ -122,7 +123,8 @@ def _start_worker(memory_bytes: int) -> None:
 
 
 def _within_cpu(cpu_seconds: int, work: Callable[[], Wire]) -> Wire:
-    """Runs in the worker: ``work`` with ``cpu_seconds`` more of CPU than used so far."""
+    """Runs in the worker: ``work`` with ``cpu_seconds`` more of CPU than used so far
+    (its start-up included, the task gets its whole allowance)."""
     used = time.process_time()
     soft = math.ceil(used + cpu_seconds)
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
@@ -163,10 +165,11 @@ def _answer(task: bytes) -> bytes:
 
 
 def _serve(channel: socket.socket, memory_bytes: int) -> None:
-    """A worker's life: limits, then one task after another until the parent goes."""
+    """A worker's life: limits, one task, one answer (the parent then kills it)."""
     _start_worker(memory_bytes)
     try:
-        while (task := _receive(channel)) is not None:
+        task = _receive(channel)
+        if task is not None:
             reply = _answer(task)
             channel.sendall(len(reply).to_bytes(_HEADER, "big") + reply)
     except MemoryError:
@@ -185,7 +188,6 @@ class _Worker:
     process: BaseProcess
     #: The parent's end of the worker's socket, non-blocking (the event loop's sock_*).
     channel: socket.socket
-    busy: bool = False
 
 
 async def _receive_reply(channel: socket.socket, size: int) -> bytes:
@@ -243,10 +245,13 @@ class WorkerPool:
         self._context.set_forkserver_preload(list(preload))
         self._slots = asyncio.Semaphore(workers)
         self._starting = asyncio.Lock()
-        self._idle: list[_Worker] = []
+        #: Workers started ahead, that have seen no task.
+        self._spares: list[_Worker] = []
         self._all: set[_Worker] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self._busy = 0
         self._waiting = 0
+        self._starting_spares = 0
         self._closed = False
         #: Tasks stopped so far, by ``Stopped.why``.
         self.stopped: collections.Counter[str] = collections.Counter()
@@ -291,8 +296,10 @@ class WorkerPool:
         run at once, so the event loop, lookups and other reads keep their share of the
         machine. What a worker sends back is read as at most ``max_reply_bytes`` of JSON
         and never unpickled, so a worker subverted by the bytes it parsed can at worst
-        lie in JSON, which callers check. Proved by ``tests/fetcher/test_workers.py``
-        (``test_a_worker_answer_is_never_unpickled``, the limit tests) and
+        lie in JSON, which callers check, about its own task only: it is killed after
+        that task and never sees another. Proved by ``tests/fetcher/test_workers.py``
+        (``test_a_worker_answer_is_never_unpickled``,
+        ``test_no_worker_sees_a_second_task``, the limit tests) and
         ``tests/fetcher/test_service_crawl.py::test_a_read_beside_five_hostile_ones_succeeds``.
         """
         if self._closed:
@@ -308,6 +315,7 @@ class WorkerPool:
         finally:
             self._busy -= 1
             self._slots.release()
+            self._start_spares()
         if isinstance(result, Stopped):
             self.stopped[result.why] += 1
         return result
@@ -329,35 +337,62 @@ class WorkerPool:
                     raise _BadReply(f"an answer of {size} bytes")
                 reply = _decode(await _receive_reply(worker.channel, size))
         except TimeoutError:
-            await self._retire(worker)
+            self._retire_later(worker)
             return Stopped("wall", f"stopped after {self.limits.wall_seconds:g} s")
         except (EOFError, ConnectionError):
             return await self._ended(worker)
         except _BadReply as exc:
-            await self._retire(worker)
+            self._retire_later(worker)
             return Stopped("crashed", f"the worker sent {exc}")
         except BaseException:  # cancelled: the work stops with its caller
-            await self._retire(worker)
+            self._retire_later(worker)
             raise
+        # One task per worker: whatever the page did to it ends with it.
+        self._retire_later(worker)
         if "memory" in reply:
-            # A worker that ran out of memory may be half broken: start afresh.
-            await self._retire(worker)
             return Stopped("memory", f"over {self.limits.memory_bytes // MIB} MiB of memory")
-        worker.busy = False
-        self._idle.append(worker)
         if "error" in reply:
             raise TaskError(reply["error"], str(reply.get("traceback", "")))
         value: Wire = reply["value"]
         return value
 
     async def _checkout(self) -> _Worker:
-        """An idle worker that is still alive, or a new one."""
-        while self._idle:
-            worker = self._idle.pop()
+        """A worker started ahead that is still alive, or a new one."""
+        while self._spares:
+            worker = self._spares.pop()
             if worker.process.is_alive():
-                worker.busy = True
                 return worker
+            self._retire_later(worker)
+        return await self._start()
+
+    def _start_spares(self) -> None:
+        """Starts workers ahead, in the background, for the places no task holds."""
+        missing = self.workers - self._busy - len(self._spares) - self._starting_spares
+        for _ in range(max(0, missing) if not self._closed else 0):
+            self._starting_spares += 1
+            self._in_background(self._start_spare())
+
+    async def _start_spare(self) -> None:
+        try:
+            worker = await self._start()
+        finally:
+            self._starting_spares -= 1
+        if self._closed:
             await self._retire(worker)
+        else:
+            self._spares.append(worker)
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _retire_later(self, worker: _Worker) -> None:
+        """Kills a worker now; its process and socket are let go in the background."""
+        _kill(worker)
+        self._in_background(self._retire(worker))
+
+    async def _start(self) -> _Worker:
         async with self._starting:  # Process.start() is not safe from two threads at once
             parent, child = socket.socketpair()
             process = self._context.Process(
@@ -372,7 +407,7 @@ class WorkerPool:
             finally:
                 child.close()
         parent.setblocking(False)
-        worker = _Worker(process, parent, busy=True)
+        worker = _Worker(process, parent)
         self._all.add(worker)
         return worker
 
@@ -400,17 +435,25 @@ class WorkerPool:
         with contextlib.suppress(ValueError):
             worker.process.close()
 
+    async def aclose(self) -> None:
+        """Stops every worker now and waits for the workers' ends to be collected."""
+        self.close()
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
     def close(self) -> None:
-        """Stops every worker now (tasks still running end as ``crashed``)."""
+        """Stops every worker now (tasks still running end as ``crashed``); :meth:`aclose`
+        also waits for the background work (workers started ahead, ends collected)."""
         self._closed = True
-        workers, self._all, self._idle = list(self._all), set(), []
+        spares, self._spares = self._spares, []
+        workers, self._all = list(self._all), set()
         for worker in workers:
             _kill(worker)
         for worker in workers:
             worker.process.join(timeout=5)
-            # A running task's own coroutine closes its socket when it sees the end.
-            if not worker.busy:
-                worker.channel.close()
+        # A running task's own coroutine closes its socket when it sees the end.
+        for worker in spares:
+            worker.channel.close()
 
 
 def _kill(worker: _Worker) -> None:

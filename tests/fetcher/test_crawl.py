@@ -290,7 +290,7 @@ async def test_links_a_worker_made_up_are_never_followed(
             origin.url("/"), allowed_hosts=ALLOWED
         )
     finally:
-        pool.close()
+        await pool.aclose()
     assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/"), Reason.INTERNAL)]
     assert report.internal_errors == 1
     assert [r.target for r in origin.requests] == ["/"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -20,14 +20,14 @@ def json_value() -> Wire:
 
 
 @pytest.fixture
-def pool() -> Iterator[WorkerPool]:
+async def pool() -> AsyncIterator[WorkerPool]:
     # Wall-clock limit far above the CPU one: a loaded machine must still hit CPU first.
     limits = WorkLimits(cpu_seconds=1, memory_bytes=400 * MIB, wall_seconds=60.0)
     instance = WorkerPool(workers=1, limits=limits)
     try:
         yield instance
     finally:
-        instance.close()
+        await instance.aclose()
 
 
 async def test_a_task_within_its_limits_returns_its_result(pool: WorkerPool) -> None:
@@ -68,7 +68,7 @@ async def test_a_task_over_its_wall_clock_time_is_stopped(tmp_path: Path) -> Non
         assert isinstance(result, Stopped)
         assert result.why == "wall"
     finally:
-        quick.close()
+        await quick.aclose()
 
 
 async def test_a_cancelled_task_really_stops(pool: WorkerPool, tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ async def test_tasks_past_the_workers_wait_and_saturation_shows(tmp_path: Path) 
         assert all(isinstance(r, int) and r != os.getpid() for r in results)
         assert (two.busy, two.waiting, two.saturated) == (0, 0, False)
     finally:
-        two.close()
+        await two.aclose()
 
 
 async def test_a_worker_that_crashes_costs_only_its_task(pool: WorkerPool) -> None:
@@ -167,3 +167,10 @@ async def test_a_worker_that_crashes_costs_only_its_task(pool: WorkerPool) -> No
     assert isinstance(second, int)
     assert second not in (first, os.getpid())
     assert pool.stopped["crashed"] == 1
+
+
+async def test_no_worker_sees_a_second_task(pool: WorkerPool) -> None:
+    """A worker that one page subverted never renders another: one process per task."""
+    pids = [await pool.run(tasks.pid) for _ in range(4)]
+    assert len(set(pids)) == 4
+    assert os.getpid() not in pids
