@@ -104,7 +104,7 @@ async def _serve_fetcher(folder: Path, port: int) -> None:
         print("ready", flush=True)
         await _wait_for_signal()
         await server.stop(grace=0)
-        pool.close()
+        await pool.aclose()
 
 
 async def _timed(
@@ -177,7 +177,7 @@ async def run() -> list[tuple[int, float, float]]:
                     (concurrency, statistics.median(hop_times), statistics.median(direct_times))
                 )
     finally:
-        pool.close()
+        await pool.aclose()
         await _stop(fetcher)
         await _stop(origin)
         shutil.rmtree(folder, ignore_errors=True)

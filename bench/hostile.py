@@ -13,7 +13,7 @@ import resource
 import time
 
 from fetcher.crawl import WORKER_PRELOAD, Page, read_page
-from fetcher.workers import Stopped, WorkerPool
+from fetcher.workers import Stopped, Wire, WorkerPool
 from testkit.hostile import TWO_MIB, nested_landmarks
 
 SHAPES = {
@@ -39,11 +39,14 @@ def _nested(opening: bytes, closing: bytes, depth: int = 2000) -> bytes:
     return head + opening * depth + b"".join(links) + closing * depth + tail
 
 
-def measure(page: Page) -> tuple[float, float]:
+def measure(page: Page) -> Wire:
     """Runs in a worker: CPU seconds of one render and the worker's peak RSS in MiB."""
     started = time.process_time()
     read_page(page)
-    return time.process_time() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return [
+        time.process_time() - started,
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    ]
 
 
 async def _run() -> None:
@@ -57,11 +60,12 @@ async def _run() -> None:
             page = Page(body, "text/html", "utf-8", "https://example.com/", "example.com")
             result = await pool.run(measure, page)
         finally:
-            pool.close()
+            await pool.aclose()
         if isinstance(result, Stopped):
             print(f"{name:34} stopped: {result.detail}")
             continue
-        cpu, peak = result
+        assert isinstance(result, list)
+        cpu, peak = (float(value) for value in result if isinstance(value, int | float))
         plain_cpu = plain_cpu or cpu
         print(f"{name:34} {cpu:7.2f} {peak:9.0f} {cpu / plain_cpu:12.1f}x")
 

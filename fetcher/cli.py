@@ -268,7 +268,7 @@ async def _read(args: argparse.Namespace) -> int:
                 args.url, allowed_hosts=args.allow_host, page_limit=max(1, min(args.pages, 6))
             )
     finally:
-        pool.close()
+        await pool.aclose()
     if args.json:
         _print_json(report_json(report))
     else:

@@ -37,7 +37,14 @@ import time
 from collections.abc import Callable, Collection
 
 from fetcher.download import PDF_TYPE, Downloader
-from fetcher.extract import PAGE_TEXT_LIMIT, REPORT_TEXT_LIMIT, Document, cut, read_document
+from fetcher.extract import (
+    PAGE_TEXT_LIMIT,
+    REPORT_TEXT_LIMIT,
+    Document,
+    cut,
+    document_from_wire,
+    read_document,
+)
 from fetcher.links import site_of
 from fetcher.outcome import Downloaded, TextRecord
 from fetcher.pdfreader import PdfReader
@@ -45,7 +52,7 @@ from fetcher.pdfresult import PdfFailure, PdfProblem
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.urls import Address, parse
-from fetcher.workers import Stopped, WorkerPool
+from fetcher.workers import Stopped, Wire, WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +61,7 @@ MAX_DEPTH = 2
 DEFAULT_DEADLINE = 30.0
 DEFAULT_CONCURRENCY = 4
 #: Modules the render workers need, imported once by their forkserver.
-WORKER_PRELOAD = ("fetcher.crawl",)
+WORKER_PRELOAD = ("fetcher.prewarm",)
 
 PageEvent = PageRead | PageFailed
 OnPage = Callable[[PageEvent], None]
@@ -91,15 +98,16 @@ class Page:
     site: str
 
 
-def read_page(page: Page) -> Document:
-    """Runs in a render worker: the page as text (:func:`fetcher.extract.read_document`)."""
+def read_page(page: Page) -> Wire:
+    """Runs in a render worker: the page as text (:func:`fetcher.extract.read_document`),
+    as JSON; the crawl checks it with :func:`fetcher.extract.document_from_wire`."""
     return read_document(
         page.body,
         content_type=page.content_type,
         charset=page.charset,
         url=page.url,
         site=page.site,
-    )
+    ).to_wire()
 
 
 @dataclasses.dataclass(slots=True)
@@ -218,11 +226,13 @@ class _Crawl:
         work = Page(
             outcome.body, outcome.content_type, outcome.charset, outcome.final_url, self.site
         )
-        document = await self.crawler.pool.run(read_page, work)
-        if isinstance(document, Stopped):
-            reason = _STOPPED_REASONS[document.why]
-            return reason, f"reading the page stopped: {document.detail}"
-        return document
+        answer = await self.crawler.pool.run(read_page, work)
+        if isinstance(answer, Stopped):
+            reason = _STOPPED_REASONS[answer.why]
+            return reason, f"reading the page stopped: {answer.detail}"
+        # The worker read hostile bytes: its answer is checked, and breaking the contract
+        # is a bug of ours or a subverted worker, reported as ``internal`` (see read()).
+        return document_from_wire(answer, url=outcome.final_url, site=self.site)
 
     async def _read_pdf(self, outcome: Downloaded) -> Document | _NoText:
         """A PDF, read by the PDF reader: title and text, never links."""

@@ -361,6 +361,10 @@ class Downloader:
             # The caller gave up (crawl deadline, client gone): the hop is still logged.
             self._record(hop, redirects, Reason.TIMEOUT, request_id=request_id)
             raise
+        except Exception:
+            # A bug of ours: the caller reports it (``internal``); the hop is logged too.
+            self._record(hop, redirects, Reason.INTERNAL, request_id=request_id)
+            raise
 
     def _fail(
         self,

@@ -11,6 +11,8 @@ the fetcher's own seams and for configuration. The tree::
     │                            refused answer for the fetch log only
     ├── PdfWorkerError           raised when a PDF worker process cannot be started
     │                            (fetcher.pdfworker); the crawl reports it as ``internal``
+    ├── TaskError                raised when a task in a worker process raised; the error
+    │                            comes back as text, never as an object (fetcher.workers)
     └── ConfigError              raised when a setting has a bad value (start-up stops)
 """
 
@@ -49,6 +51,20 @@ class NotPublicError(HopError):
 class PdfWorkerError(FetcherError):
     """Raised when a PDF worker process cannot be started: the fetcher's fault (no
     interpreter, no processes or memory left to the unit), never the document's."""
+
+
+class TaskError(FetcherError):
+    """Raised when a task in a worker process raised: its type and message, as text."""
+
+    def __init__(self, error: str, worker_traceback: str = "") -> None:
+        super().__init__(error)
+        self.error = error
+        self.worker_traceback = worker_traceback
+
+    def __str__(self) -> str:
+        if not self.worker_traceback:
+            return self.error
+        return f"{self.error}\nin the worker:\n{self.worker_traceback.rstrip()}"
 
 
 class ConfigError(FetcherError):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import TYPE_CHECKING
 
 from lxml import etree
 from lxml.html import (
@@ -39,16 +40,20 @@ from lxml.html import (
 
 from fetcher.charset import decode_body
 from fetcher.content import MainContent, Verdict, find_main_content, keep_only
-from fetcher.links import page_links
+from fetcher.links import MAX_LINKS, are_page_links, page_links
 from fetcher.plaintext import collapse, normalize_text, plain_text, strip_tags
 from fetcher.prune import drop_junk, element_count, prune_chrome, text_length, trim_to_budget
 from fetcher.render import render, squeeze_layout
+
+if TYPE_CHECKING:
+    from fetcher.workers import Wire
 
 __all__ = [
     "PAGE_TEXT_LIMIT",
     "REPORT_TEXT_LIMIT",
     "Document",
     "cut",
+    "document_from_wire",
     "normalize_text",
     "plain_text",
     "read_document",
@@ -98,6 +103,50 @@ class Document:
     title: str
     text: str
     links: tuple[str, ...]
+
+    def to_wire(self) -> Wire:
+        """The document as the JSON a render worker sends back (``fetcher.workers``)."""
+        return {"title": self.title, "text": self.text, "links": list(self.links)}
+
+
+def document_from_wire(value: object, *, url: str, site: str) -> Document:
+    """The document a render worker sent back, checked as untrusted input.
+
+    Args:
+        value: The JSON value the worker answered (:meth:`Document.to_wire`).
+        url: The page's final address.
+        site: The site the page's links must be on.
+
+    Returns:
+        The document.
+
+    Raises:
+        ValueError: The answer breaks :func:`read_document`'s promises.
+
+    # Security
+    The worker parsed hostile bytes and may have been subverted by them; its answer is
+    believed only within :func:`read_document`'s contract: a title of at most 300
+    characters, a text of at most :data:`PAGE_TEXT_LIMIT`, and links that
+    :func:`fetcher.links.are_page_links` accepts (at most 24, on the site, https, the
+    page's ports). So a worker cannot steer the crawl off the site or past its caps, nor
+    overflow the report. Proved by
+    ``tests/fetcher/test_extract.py::test_a_worker_answer_outside_the_contract_is_refused``.
+    """
+    if not isinstance(value, dict) or value.keys() != {"title", "text", "links"}:
+        raise ValueError("the render worker's answer is not a document")
+    title, text, links = value["title"], value["text"], value["links"]
+    if not (isinstance(title, str) and len(title) <= _TITLE_LIMIT):
+        raise ValueError("the render worker's title breaks its limit")
+    if not (isinstance(text, str) and len(text) <= PAGE_TEXT_LIMIT):
+        raise ValueError("the render worker's text breaks its limit")
+    if not (
+        isinstance(links, list)
+        and len(links) <= MAX_LINKS
+        and all(isinstance(link, str) for link in links)
+        and are_page_links(links, url=url, site=site)
+    ):
+        raise ValueError("the render worker's links are not the page's same-site links")
+    return Document(title=title, text=text, links=tuple(links))
 
 
 def cut(text: str, limit: int) -> str:

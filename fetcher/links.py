@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from lxml import etree
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_LINKS",
     "MAX_LINK_LENGTH",
+    "are_page_links",
     "page_links",
     "resolve_link",
     "same_site_links",
@@ -320,3 +321,24 @@ def page_links(root: HtmlElement, *, url: str, site: str | None = None) -> tuple
         exclude=page.url,
         ports=ports,
     )
+
+
+def are_page_links(links: Sequence[str], *, url: str, site: str) -> bool:
+    """Whether ``links`` could be what :func:`page_links` found on the page at ``url``.
+
+    That is: at most :data:`MAX_LINKS` distinct addresses, each exactly as the address
+    parser writes it, at most :data:`MAX_LINK_LENGTH` long, on https with the page's
+    ports (443, or the page's own), of a type the reader can read, on ``site``.
+
+    # Security
+    Links come back from a render worker, a process that parsed hostile bytes; the crawl
+    follows them only when this holds, so a subverted or buggy worker cannot send the
+    crawl to another site, another port or past the link cap. Proved by
+    ``tests/fetcher/test_links.py::test_are_page_links``.
+    """
+    page = parse(url, ports=frozenset(range(1, 65536)))
+    if isinstance(page, Refused):
+        return not links
+    ports = _HTTPS_ONLY | {page.port}
+    kept = same_site_links(links, base=page.url, site=site, limit=MAX_LINKS, ports=ports)
+    return len(links) <= MAX_LINKS and kept == tuple(links)

@@ -6,9 +6,11 @@ untrusted input). :class:`PdfReader` bounds how many such workers run at once, s
 crawl of many PDFs, or many reads of PDFs, cannot start more processes than the fetcher
 unit's memory allows; more PDFs wait, in order, for a free place.
 
-Why not the render pool (``fetcher.workers``): its workers are long-lived and pebble
-returns their results by pickle. A PDF gets a process that no earlier document touched,
-and the fetcher never unpickles what a process that parsed hostile bytes sends back.
+Why not the render pool (``fetcher.workers``): its workers are forked from a forkserver
+that preloaded the HTML reader, and PDFium is a far larger native library with its own
+memory behaviour (it aborts the process when memory runs out). A PDF gets a fresh
+``python -I`` process that loads PDFium alone, and like the render pool's, its answer
+comes back as checked JSON, never as a pickle.
 
 Memory (the fetcher unit has ``MemoryMax=1G``): a worker is capped at ``memory_bytes``
 of address space (256 MiB; a corpus PDF peaks at about 30 MiB resident), so ``workers``

@@ -111,19 +111,29 @@ def normalize_text(text: str) -> str:
 
 
 def _without_code(markup: str) -> str:
-    """Remove ``<script>`` and ``<style>`` bodies in one linear pass (no regex backtracking)."""
+    """Remove ``<script>`` and ``<style>`` bodies in one linear pass (no regex backtracking).
+
+    The next opening of each tag is remembered and searched again only once the pass has
+    gone past it: searching both tags afresh at every step scanned the rest of the page
+    for the tag that never came, quadratic on a page of 100,000 ``<script>`` elements
+    (tested by ``tests/fetcher/test_hostile_pages.py``).
+    """
     lowered = markup.lower()
     pieces: list[str] = []
     position = 0
+    upcoming = {tag: lowered.find(f"<{tag}") for tag in _CODE_TAGS}
     while True:
-        starts = [at for at in (lowered.find(f"<{tag}", position) for tag in _CODE_TAGS) if at >= 0]
-        if not starts:
+        for tag, at in upcoming.items():
+            if 0 <= at < position:
+                upcoming[tag] = lowered.find(f"<{tag}", position)
+        found = [(at, tag) for tag, at in upcoming.items() if at >= 0]
+        if not found:
             break
-        start = min(starts)
-        tag = "script" if lowered.startswith("<script", start) else "style"
-        end = lowered.find(">", lowered.find(f"</{tag}", start) + 1)
+        start, tag = min(found)
+        close = lowered.find(f"</{tag}", start)
+        end = lowered.find(">", close + 1) if close >= 0 else -1
         pieces.append(markup[position:start])
-        if end < 0 or lowered.find(f"</{tag}", start) < 0:
+        if end < 0:
             return "".join(pieces)
         position = end + 1
     pieces.append(markup[position:])

@@ -11,7 +11,10 @@ inside it. Two IPv4-inside-IPv6 forms carry a real IPv4 destination and are judg
 their payload: IPv4-mapped ``::ffff:0:0/96`` and the well-known NAT64 prefix
 ``64:ff9b::/96``. Every other form (IPv4-compatible and SIIT inside ``::/8``, local-use
 NAT64, 6to4, Teredo) is refused whatever its payload, because its own prefix is not
-globally reachable.
+globally reachable. ISATAP addresses (RFC 5214: an IPv4 address in the interface
+identifier ``[02]00:5efe:a.b.c.d`` under any prefix) are global when their prefix is, but
+a host that is itself an ISATAP node sends them straight to the embedded IPv4 address,
+past any IPv6 deny list: they also need a public payload.
 """
 
 from __future__ import annotations
@@ -90,6 +93,18 @@ IPV6_BLOCKS: tuple[Block, ...] = (
 _IPV4_MAPPED = IPv6Network("::ffff:0:0/96")
 _NAT64_WELL_KNOWN = IPv6Network("64:ff9b::/96")
 _OUTSIDE_GLOBAL_UNICAST = Block(IPv6Network("::/0"), "not global unicast", "RFC 4291")
+#: ISATAP interface identifiers: ``0000:5efe`` or ``0200:5efe`` (the u bit set when the
+#: IPv4 address is global; the g bit is masked too), then the IPv4 address (RFC 5214 6.1).
+_ISATAP_MASK = 0xFCFF_FFFF
+_ISATAP_MARK = 0x0000_5EFE
+
+
+def _isatap_payload(address: IPv6Address) -> IPv4Address | None:
+    """The IPv4 address inside an ISATAP interface identifier, if ``address`` has one."""
+    identifier = int(address) & 0xFFFF_FFFF_FFFF_FFFF
+    if (identifier >> 32) & _ISATAP_MASK != _ISATAP_MARK:
+        return None
+    return IPv4Address(identifier & 0xFFFF_FFFF)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -99,7 +114,8 @@ class Verdict:
     Attributes:
         address: The address judged.
         block: The special-purpose block that makes it non-public, or None when public.
-        payload: For IPv4-mapped and NAT64 addresses, the IPv4 address that was judged.
+        payload: For IPv4-mapped, NAT64 and ISATAP addresses, the IPv4 address that was
+            judged.
     """
 
     address: IPAddress
@@ -133,11 +149,12 @@ def classify(address: IPAddress) -> Verdict:
     This stops a page, a redirect or the model from steering the fetcher at loopback,
     private networks, cloud metadata (169.254.169.254, 100.100.100.200), or a local
     service reached through an IPv4-inside-IPv6 spelling (``::ffff:127.0.0.1``,
-    ``64:ff9b::a00:1``, ``2002:7f00:1::``). Callers may rely on: a public verdict means the
-    address is outside every block of :data:`IPV4_BLOCKS` and :data:`IPV6_BLOCKS`, inside
-    ``2000::/3`` when IPv6, and, for the two judged embedded forms, that the IPv4 payload
-    is itself public. Proved by ``tests/fetcher/test_policy.py`` (a table with both sides
-    of every boundary, and hypothesis properties over the whole address space).
+    ``64:ff9b::a00:1``, ``2002:7f00:1::``, ``2001:db8:1::5efe:a00:1``). Callers may rely
+    on: a public verdict means the address is outside every block of :data:`IPV4_BLOCKS`
+    and :data:`IPV6_BLOCKS`, inside ``2000::/3`` when IPv6, and, for the judged embedded
+    forms (IPv4-mapped, NAT64, ISATAP), that the IPv4 payload is itself public. Proved by
+    ``tests/fetcher/test_policy.py`` (a table with both sides of every boundary, and
+    hypothesis properties over the whole address space).
     """
     if isinstance(address, IPv4Address):
         return Verdict(address, _ipv4_block(address))
@@ -149,6 +166,9 @@ def classify(address: IPAddress) -> Verdict:
             return Verdict(address, block)
     if address not in IPV6_GLOBAL_UNICAST:
         return Verdict(address, _OUTSIDE_GLOBAL_UNICAST)
+    isatap = _isatap_payload(address)
+    if isatap is not None:
+        return Verdict(address, _ipv4_block(isatap), isatap)
     return Verdict(address, None)
 
 

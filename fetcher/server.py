@@ -344,7 +344,7 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
         if endpoint is not None:
             await endpoint.stop()
         await downloader.aclose()
-        pool.close()
+        await pool.aclose()
     logger.info("stopped")
     return 0
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import resource
+import signal
+import socket
 import time
 from pathlib import Path
+
+from fetcher.workers import Wire
 
 
 def spin(seconds: float) -> float:
@@ -38,3 +43,50 @@ def pid() -> int:
 def fail() -> None:
     """Raises a bug."""
     raise ValueError("a bug in a task")
+
+
+def record_pid(path: str) -> int:
+    """Writes the calling process's id to ``path``; returns it."""
+    Path(path).write_text(str(os.getpid()))
+    return os.getpid()
+
+
+class Poison:
+    """A value whose unpickling calls :func:`record_pid` wherever it is unpickled."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return record_pid, (self.path,)
+
+
+def poisoned(path: str) -> Poison:
+    """Returns a value that runs code in whichever process unpickles it."""
+    return Poison(path)
+
+
+def forge_reply(frame: bytes) -> None:
+    """Acts as a subverted worker: writes ``frame`` to its own socket and exits at once."""
+    for fd in range(3, 256):
+        try:
+            channel = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        with channel:
+            if channel.family == socket.AF_UNIX and channel.type == socket.SOCK_STREAM:
+                channel.sendall(frame)
+    os._exit(0)
+
+
+def limits() -> Wire:
+    """The worker's own resource limits that matter for containment."""
+    return {
+        "nproc": list(resource.getrlimit(resource.RLIMIT_NPROC)),
+        "core": list(resource.getrlimit(resource.RLIMIT_CORE)),
+    }
+
+
+def crash() -> None:
+    """Ends the worker the way a native library's bug does."""
+    os.kill(os.getpid(), signal.SIGSEGV)

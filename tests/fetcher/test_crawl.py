@@ -282,7 +282,7 @@ async def test_a_page_its_renderer_stopped_fails_and_gets_a_text_record(
             crawl = Crawler(downloader=downloader, pool=pool, observer=records.append)
             report = await crawl(origin.url("/"), allowed_hosts=ALLOWED, request_id="r-2")
     finally:
-        pool.close()
+        await pool.aclose()
     (failure,) = report.failures
     assert (failure.reason, failure.detail.startswith("reading the page stopped")) == (
         Reason.TIMEOUT,
@@ -291,3 +291,33 @@ async def test_a_page_its_renderer_stopped_fails_and_gets_a_text_record(
     assert [(r.url, r.reader, r.reason, r.request_id) for r in records] == [
         (origin.url("/"), "html", Reason.TIMEOUT, "r-2")
     ]
+
+
+class LyingPool(WorkerPool):
+    """A render pool whose worker was subverted by the page it read (a seam we own): it
+    answers the page's text with links to another site."""
+
+    def __init__(self, links: list[str]) -> None:
+        super().__init__(workers=1)
+        self.links = links
+
+    async def run(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        return {"title": "Start", "text": "x", "links": self.links}
+
+
+async def test_links_a_worker_made_up_are_never_followed(
+    origin: Origin, downloader: Downloader, caplog: pytest.LogCaptureFixture
+) -> None:
+    origin.routes["/"] = page("Start")
+    origin.routes["/secret"] = page("Secret")
+    pool = LyingPool([origin.url("/secret", host="other.test")])
+    try:
+        report = await Crawler(downloader=downloader, pool=pool)(
+            origin.url("/"), allowed_hosts=ALLOWED
+        )
+    finally:
+        await pool.aclose()
+    assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/"), Reason.INTERNAL)]
+    assert report.internal_errors == 1
+    assert [r.target for r in origin.requests] == ["/"]
+    assert "links are not the page's same-site links" in caplog.text

@@ -248,6 +248,34 @@ async def test_redirect_to_a_refused_address_is_refused(
     assert len(origin.requests) == 1
 
 
+LOCATION_FORMS = [
+    ("//127.0.0.2:{port}/", Reason.NOT_PUBLIC),
+    ("//[::ffff:127.0.0.2]:{port}/", Reason.NOT_PUBLIC),
+    ("https://2130706434:{port}/", Reason.NOT_PUBLIC),
+    ("https://１２７．０．０．２:{port}/", Reason.NOT_PUBLIC),
+    ("\\\\127.0.0.2\\", Reason.MALFORMED),
+    ("/\\127.0.0.2/", Reason.MALFORMED),
+    ("https:127.0.0.2", Reason.MALFORMED),
+    ("/next\tpath", Reason.MALFORMED),
+    ("javascript:alert(1)", Reason.SCHEME),
+    ("file:///etc/passwd", Reason.SCHEME),
+    ("data:text/html,hi", Reason.SCHEME),
+    ("//user@origin.test:{port}/", Reason.USERINFO),
+]
+
+
+@pytest.mark.parametrize(("location", "reason"), LOCATION_FORMS, ids=[f for f, _ in LOCATION_FORMS])
+async def test_every_location_form_is_checked_again_and_logged(
+    origin: Origin, downloader: Downloader, hops: list[HopRecord], location: str, reason: Reason
+) -> None:
+    # Sent as raw UTF-8, as servers do (the origin writes header lines as latin-1).
+    origin.routes["/go"] = redirect(location.format(port=origin.port).encode().decode("latin-1"))
+    outcome = failed(await downloader.download(origin.url("/go"), allowed_hosts=ALLOWED), reason)
+    assert outcome.resolved_ip is None
+    assert len(origin.requests) == 1
+    assert [(h.outcome, h.reason) for h in hops] == [("redirect", None), ("refused", reason)]
+
+
 async def test_redirect_to_http_is_upgraded(origin: Origin, downloader: Downloader) -> None:
     origin.routes["/go"] = redirect(f"http://origin.test:{origin.port}/plain")
     origin.routes["/plain"] = html("upgraded")
@@ -642,3 +670,21 @@ def test_allowed_hosts_are_normalised_like_addresses(written: str, normalised: s
 
 def test_allowed_hosts_that_are_not_hosts_are_dropped() -> None:
     assert allowed_host_set(["", "a b", "exa%41mple.com", "[::1"]) == frozenset()
+
+
+class BrokenResolver(StaticResolver):
+    """A resolver with a bug (a seam we own): it raises what no lookup should."""
+
+    async def resolve(self, host: str) -> list[IPAddress]:
+        raise RuntimeError("a bug in the resolver")
+
+
+async def test_a_bug_during_a_hop_is_logged_once_and_raised(
+    origin: Origin, make_downloader: DownloaderFactory, hops: list[HopRecord]
+) -> None:
+    async with make_downloader(resolver=BrokenResolver({}), observer=hops.append) as downloader:
+        with pytest.raises(RuntimeError, match="a bug in the resolver"):
+            await downloader.download(origin.url("/"), allowed_hosts=ALLOWED)
+    assert [(hop.url, hop.reason, hop.outcome) for hop in hops] == [
+        (origin.url("/"), Reason.INTERNAL, "refused")
+    ]

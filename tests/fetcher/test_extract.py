@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -13,6 +14,7 @@ from fetcher.extract import (
     REPORT_TEXT_LIMIT,
     Document,
     cut,
+    document_from_wire,
     read_document,
 )
 
@@ -232,3 +234,40 @@ def test_concurrent_reads_in_threads_match_sequential_reads() -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         for _ in range(3):
             assert list(pool.map(read, pages)) == sequential
+
+
+def _answer(**changes: object) -> dict[str, object]:
+    return {"title": "T", "text": "x", "links": ["https://www.example.com/a"]} | changes
+
+
+WIRE_ANSWERS = [
+    pytest.param(_answer(), True, id="a-document"),
+    pytest.param(_answer(title="t" * 300), True, id="title-300"),
+    pytest.param(_answer(title="t" * 301), False, id="title-301"),
+    pytest.param(_answer(text="x" * PAGE_TEXT_LIMIT), True, id="text-at-the-limit"),
+    pytest.param(_answer(text="x" * (PAGE_TEXT_LIMIT + 1)), False, id="text-past-the-limit"),
+    pytest.param(_answer(links=["https://evil.test/"]), False, id="link-to-another-site"),
+    pytest.param(_answer(links=[7]), False, id="link-not-text"),
+    pytest.param(_answer(links="https://www.example.com/a"), False, id="links-not-a-list"),
+    pytest.param(_answer(title=None), False, id="title-not-text"),
+    pytest.param(_answer(text=["x"]), False, id="text-not-text"),
+    pytest.param(_answer(extra=1), False, id="unknown-field"),
+    pytest.param({"title": "T", "text": "x"}, False, id="missing-field"),
+    pytest.param(["T", "x", []], False, id="not-an-object"),
+]
+
+
+@pytest.mark.parametrize(("answer", "accepted"), WIRE_ANSWERS)
+def test_a_worker_answer_outside_the_contract_is_refused(answer: object, accepted: bool) -> None:
+    if accepted:
+        document = document_from_wire(answer, url=URL, site="example.com")
+        assert document.to_wire() == answer
+    else:
+        with pytest.raises(ValueError, match="render worker"):
+            document_from_wire(answer, url=URL, site="example.com")
+
+
+def test_a_document_survives_its_round_trip_through_json() -> None:
+    document = _read("<title>T</title><main><p>Body <a href='/next'>next</a></p></main>")
+    wire = json.loads(json.dumps(document.to_wire()))
+    assert document_from_wire(wire, url=URL, site="example.com") == document

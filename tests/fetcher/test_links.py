@@ -7,7 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
 
-from fetcher.links import MAX_LINKS, page_links, resolve_link, same_site_links, site_of
+from fetcher.links import (
+    MAX_LINKS,
+    are_page_links,
+    page_links,
+    resolve_link,
+    same_site_links,
+    site_of,
+)
 from fetcher.urls import Address, parse
 
 PAGE = "https://www.example.co.uk/news/story.html"
@@ -260,3 +267,39 @@ def test_links_inside_deeply_nested_landmarks_keep_their_rank() -> None:
         "https://example.com/p0",
     )
     assert len(ranked) == MAX_LINKS
+
+
+OWN = "https://www.example.co.uk/a"
+ARE_PAGE_LINKS = [
+    pytest.param([], PAGE, True, id="none"),
+    pytest.param([OWN, "https://news.example.co.uk/b"], PAGE, True, id="same-site"),
+    pytest.param([f"{OWN}{n}" for n in range(MAX_LINKS)], PAGE, True, id="at-the-cap"),
+    pytest.param([f"{OWN}{n}" for n in range(MAX_LINKS + 1)], PAGE, False, id="past-the-cap"),
+    pytest.param([OWN, OWN], PAGE, False, id="duplicate"),
+    pytest.param(["https://other.co.uk/"], PAGE, False, id="other-site"),
+    pytest.param(["https://co.uk/"], PAGE, False, id="public-suffix"),
+    pytest.param(["https://10.0.0.1/"], PAGE, False, id="ip-address"),
+    pytest.param(["http://www.example.co.uk/a"], PAGE, False, id="not-normalised-scheme"),
+    pytest.param(["https://WWW.example.co.uk/a"], PAGE, False, id="not-normalised-host"),
+    pytest.param(["https://www.example.co.uk:443/a"], PAGE, False, id="not-normalised-port"),
+    pytest.param(["/a"], PAGE, False, id="relative"),
+    pytest.param(["https://www.example.co.uk:8443/a"], PAGE, False, id="foreign-port"),
+    pytest.param(
+        ["https://www.example.co.uk:8443/a"],
+        "https://www.example.co.uk:8443/",
+        True,
+        id="the-pages-own-port",
+    ),
+    pytest.param(["https://u@www.example.co.uk/a"], PAGE, False, id="userinfo"),
+    pytest.param(["https://www.example.co.uk/a.png"], PAGE, False, id="unreadable-type"),
+    pytest.param(["https://www.example.co.uk/" + "a" * 2022], PAGE, True, id="2048-long"),
+    pytest.param(["https://www.example.co.uk/" + "a" * 2023], PAGE, False, id="2049-long"),
+    pytest.param([OWN], "not an address", False, id="page-address-refused"),
+    pytest.param([], "not an address", True, id="page-address-refused-no-links"),
+]
+
+
+@pytest.mark.parametrize(("links", "url", "expected"), ARE_PAGE_LINKS)
+def test_are_page_links(links: list[str], url: str, expected: bool) -> None:
+    """What a render worker may answer as a page's links (both sides of every bound)."""
+    assert are_page_links(links, url=url, site="example.co.uk") is expected

@@ -138,6 +138,16 @@ IPV6_TABLE = [
     ("2002:ffff:ffff:ffff:ffff:ffff:ffff:ffff", False),
     ("2003::", True),
     ("2606:4700:4700::1111", True),
+    # ISATAP (RFC 5214): judged by the IPv4 address in the interface identifier.
+    ("2606:4700::5efe:7f00:1", False),  # loopback payload
+    ("2606:4700::200:5efe:a00:1", False),  # private payload, u bit set
+    ("2606:4700::100:5efe:a9fe:a9fe", False),  # link-local payload, g bit set
+    ("2606:4700::300:5efe:6440:1", False),  # shared (CGNAT) payload, both bits set
+    ("2606:4700::5efe:808:808", True),  # public payload
+    ("2606:4700::200:5efe:808:808", True),
+    ("2606:4700::400:5efe:7f00:1", True),  # not an ISATAP identifier
+    ("2606:4700::5eff:7f00:1", True),  # not an ISATAP identifier
+    ("2606:4700:0:5efe::7f00:1", True),  # 5efe outside the identifier
     ("2620:4f:8000::1", True),  # AS112, globally reachable
     ("3ffe:ffff:ffff:ffff:ffff:ffff:ffff:ffff", True),
     ("3fff::", False),  # documentation, RFC 9637
@@ -178,6 +188,10 @@ def test_embedded_forms_report_their_payload() -> None:
     assert verdict.block is not None
     assert verdict.block.name == "link local"
     assert classify(IPv6Address("64:ff9b::808:808")).payload == IPv4Address("8.8.8.8")
+    isatap = classify(IPv6Address("2606:4700::5efe:a00:1"))
+    assert isatap.payload == IPv4Address("10.0.0.1")
+    assert isatap.block is not None
+    assert isatap.block.name == "private use"
 
 
 @pytest.mark.parametrize("block", [*IPV4_BLOCKS, *IPV6_BLOCKS], ids=lambda b: str(b.network))

@@ -7,7 +7,9 @@ from ipaddress import ip_address
 
 import pytest
 
+from fetcher.cli import check_urls
 from fetcher.errors import ResolveError
+from fetcher.policy import Policy
 from fetcher.resolver import DnsResolver
 from testkit.dns import running_dns
 
@@ -61,3 +63,42 @@ async def test_the_system_configuration_reads_etc_hosts() -> None:
     finally:
         await resolver.aclose()
     assert ip_address("127.0.0.1") in answers or ip_address("::1") in answers
+
+
+CHECKED = {
+    "chain.test": ["CNAME:c1.test.", "CNAME:c2.test.", "CNAME:c3.test.", "c3.test.=10.0.0.1"],
+    "chain-public.test": ["CNAME:c9.test.", "c9.test.=93.184.216.34"],
+    "dual.test": ["93.184.216.34", "fd00::1"],
+    "dual-public.test": ["93.184.216.34", "2606:4700::1111"],
+    "mapped.test": ["::ffff:127.0.0.1"],
+    "big.test": [*(f"93.184.{n // 200}.{n % 200 + 1}" for n in range(150)), "169.254.169.254"],
+    "big-public.test": [f"93.184.{n // 200}.{n % 200 + 1}" for n in range(150)],
+    "stray.test": ["other.test.=10.0.0.1", "93.184.216.34"],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "reason", "count"),
+    [
+        ("chain.test", "not_public", 1),
+        ("chain-public.test", "allowed", 1),
+        ("dual.test", "not_public", 2),
+        ("dual-public.test", "allowed", 2),
+        ("mapped.test", "not_public", 1),
+        ("big.test", "not_public", 151),
+        ("big-public.test", "allowed", 150),
+        ("stray.test", "not_public", 2),
+        ("unknown.test", "dns", 0),
+    ],
+)
+async def test_every_answer_of_a_real_lookup_is_checked(name: str, reason: str, count: int) -> None:
+    """CNAME chains, A and AAAA together, answers too big for UDP (fetched over TCP), and
+    records for another name in the answer: whatever c-ares returns is judged, all of it."""
+    async with running_dns(CHECKED) as server:
+        resolver = DnsResolver(nameservers=[server.address], timeout=1.0)
+        try:
+            (result,) = await check_urls([f"https://{name}/"], resolver=resolver, policy=Policy())
+        finally:
+            await resolver.aclose()
+    assert result["reason"] == reason
+    assert len(result["addresses"]) == count

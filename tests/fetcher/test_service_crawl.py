@@ -15,6 +15,7 @@ import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,6 +30,7 @@ from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.resolver import Resolver, StaticResolver
 from fetcher.server import SERVICE_NAME, FetcherServer, fetch_observer
+from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
 from fetcher.workers import WorkerPool
 from testkit import tasks
 from testkit.fetcher import running_fetcher, unix_settings
@@ -422,3 +424,89 @@ async def test_health_shows_a_saturated_render_pool(
         await asyncio.gather(*busy)
         while not await client.healthy(service=SERVICE_NAME):
             await asyncio.sleep(0.05)
+
+
+# A gateway that was taken over asks for anything, in raw gRPC: every rule still holds.
+HOSTILE_HOSTS = [
+    "*",
+    "*.test",
+    ".test",
+    "test",
+    "127.0.0.1",
+    "0x7f.1",
+    "2130706433",
+    "localhost",
+    "::1",
+    "[::1]",
+    "[::ffff:127.0.0.1]",
+    "10.0.0.7",
+    "private.test",
+    "origin.test",
+    "169.254.169.254",
+]
+HOSTILE_ASKS = [
+    ("https://127.0.0.1/", Reason.NOT_PUBLIC),
+    ("https://0x7f.1/", Reason.NOT_PUBLIC),
+    ("https://2130706433/", Reason.NOT_PUBLIC),
+    ("https://[::1]/", Reason.NOT_PUBLIC),
+    ("https://[::ffff:127.0.0.1]/", Reason.NOT_PUBLIC),
+    ("https://169.254.169.254/latest/meta-data/", Reason.NOT_PUBLIC),
+    ("https://origin.test/", Reason.NOT_PUBLIC),
+    ("https://private.test/", Reason.NOT_PUBLIC),
+    ("https://evil.test/", Reason.NOT_IN_ANSWER),
+    ("https://a.origin.test/", Reason.NOT_IN_ANSWER),
+    ("http://origin.test:8080/", Reason.PORT),
+    ("https://origin.test:22/", Reason.PORT),
+    ("file:///etc/passwd", Reason.SCHEME),
+    ("gopher://127.0.0.1:6379/_INFO", Reason.SCHEME),
+    ("https://user:pw@origin.test/", Reason.USERINFO),
+    ("https://origin.test\\@127.0.0.1/", Reason.MALFORMED),
+    ("", Reason.MALFORMED),
+]
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"), HOSTILE_ASKS, ids=[u or "empty" for u, _ in HOSTILE_ASKS]
+)
+async def test_a_taken_over_gateway_cannot_loosen_any_rule(
+    sock_dir: Path,
+    client_ssl_context: ssl.SSLContext,
+    render_pool: WorkerPool,
+    url: str,
+    reason: Reason,
+) -> None:
+    """Production policy; the gateway's allowed hosts are wildcards, IP literals and local
+    names, and its page limit the largest the wire allows: the fetcher refuses anyway."""
+    async with wired_fetcher(sock_dir, Policy(), client_ssl_context, render_pool) as running:
+        target = running.server.settings.listen[0].target
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = fetcher_pb2_grpc.FetcherServiceStub(channel)
+            request = fetcher_pb2.ReadRequest(
+                url=url, allowed_hosts=HOSTILE_HOSTS, page_limit=2**32 - 1, request_id="x"
+            )
+            response = await stub.Read(request, timeout=10)
+    failures = [f.reason for f in response.report.failures]
+    assert failures == [fetcher_pb2.Reason.Value(f"REASON_{reason.name}")]
+    assert list(response.report.pages) == []
+    assert [r["reason"] for r in running.records()] == [reason.value]
+    assert all(r["outcome"] == "refused" for r in running.records())
+
+
+async def test_a_request_over_the_message_limit_is_refused_before_it_is_read(
+    sock_dir: Path, client_ssl_context: ssl.SSLContext, render_pool: WorkerPool
+) -> None:
+    """gRPC's own receive cap (1 MiB, ``max_message_bytes``) refuses a huge request."""
+    async with wired_fetcher(sock_dir, Policy(), client_ssl_context, render_pool) as running:
+        target = running.server.settings.listen[0].target
+        options = [("grpc.max_send_message_length", 8 * 1024 * 1024)]
+        async with grpc.aio.insecure_channel(target, options=options) as channel:
+            stub = fetcher_pb2_grpc.FetcherServiceStub(channel)
+            request = fetcher_pb2.ReadRequest(
+                url="https://origin.test/",
+                allowed_hosts=[f"{n}{'a' * 240}.test" for n in range(5000)],
+                page_limit=1,
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.Read(request, timeout=10)
+    assert caught.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert running.records() == []

@@ -4,24 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+import pickle
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
-from fetcher.workers import MIB, Stopped, WorkerPool, WorkLimits
+from fetcher.errors import TaskError
+from fetcher.workers import MIB, Stopped, Wire, WorkerPool, WorkLimits
 from testkit import tasks
 
 
+def json_value() -> Wire:
+    return {"a": [1, "two", None, True, 2.5]}
+
+
 @pytest.fixture
-def pool() -> Iterator[WorkerPool]:
+async def pool() -> AsyncIterator[WorkerPool]:
     # Wall-clock limit far above the CPU one: a loaded machine must still hit CPU first.
     limits = WorkLimits(cpu_seconds=1, memory_bytes=400 * MIB, wall_seconds=60.0)
     instance = WorkerPool(workers=1, limits=limits)
     try:
         yield instance
     finally:
-        instance.close()
+        await instance.aclose()
 
 
 async def test_a_task_within_its_limits_returns_its_result(pool: WorkerPool) -> None:
@@ -62,7 +68,7 @@ async def test_a_task_over_its_wall_clock_time_is_stopped(tmp_path: Path) -> Non
         assert isinstance(result, Stopped)
         assert result.why == "wall"
     finally:
-        quick.close()
+        await quick.aclose()
 
 
 async def test_a_cancelled_task_really_stops(pool: WorkerPool, tmp_path: Path) -> None:
@@ -80,9 +86,63 @@ async def test_a_cancelled_task_really_stops(pool: WorkerPool, tmp_path: Path) -
     assert ticks.stat().st_size == size
 
 
-async def test_a_bug_in_a_task_is_raised_to_the_caller(pool: WorkerPool) -> None:
-    with pytest.raises(ValueError, match="a bug in a task"):
+async def test_a_bug_in_a_task_is_raised_to_the_caller_as_text(pool: WorkerPool) -> None:
+    with pytest.raises(TaskError, match="ValueError: a bug in a task") as raised:
         await pool.run(tasks.fail)
+    assert 'raise ValueError("a bug in a task")' in raised.value.worker_traceback
+    assert isinstance(await pool.run(tasks.pid), int)
+
+
+async def test_values_come_back_as_json(pool: WorkerPool) -> None:
+    assert await pool.run(json_value) == {"a": [1, "two", None, True, 2.5]}
+
+
+async def test_a_worker_answer_is_never_unpickled(pool: WorkerPool, tmp_path: Path) -> None:
+    """A value that runs code where it is unpickled must not reach the fetcher's process."""
+    marker = tmp_path / "ran"
+    with pytest.raises(TaskError, match="TypeError: Object of type Poison is not JSON"):
+        # A task that breaks the Wire contract on purpose.
+        await pool.run(tasks.poisoned, str(marker))  # type: ignore[arg-type]
+    assert not marker.exists()
+
+
+def _frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload
+
+
+FORGED = [
+    pytest.param(lambda path: _frame(pickle.dumps(tasks.Poison(path))), id="pickle"),
+    pytest.param(lambda path: (2**31).to_bytes(4, "big") + b"{}", id="huge-length"),
+    pytest.param(lambda path: _frame(b"[" * 200_000 + b"]" * 200_000), id="deep-json"),
+    pytest.param(lambda path: _frame(b'{"value": 1, "error": "x"}'), id="two-answers"),
+    pytest.param(lambda path: _frame(b'{"error": 7}'), id="error-not-text"),
+    pytest.param(lambda path: _frame(b'{"other": 1}'), id="unknown-answer"),
+    pytest.param(lambda path: _frame(b"\xff\xfe{}"), id="not-utf8"),
+    pytest.param(lambda path: b"\x00\x00", id="cut-header"),
+]
+
+
+@pytest.mark.parametrize("forge", FORGED)
+async def test_a_forged_answer_stops_the_task_and_the_worker(
+    pool: WorkerPool, tmp_path: Path, forge: Callable[[str], bytes]
+) -> None:
+    """A subverted worker writes what it likes to its socket: the task ends as ``crashed``,
+    nothing it wrote runs in the fetcher, and the next task gets a fresh worker."""
+    marker = tmp_path / "ran"
+    first = await pool.run(tasks.pid)
+    result = await pool.run(tasks.forge_reply, forge(str(marker)))
+    assert isinstance(result, Stopped)
+    assert result.why == "crashed"
+    assert not marker.exists()
+    second = await pool.run(tasks.pid)
+    assert isinstance(second, int)
+    assert second != first
+
+
+async def test_a_worker_cannot_start_processes(pool: WorkerPool) -> None:
+    # RLIMIT_NPROC 0: killing a worker ends all of its work (root is exempt from the
+    # limit, so the limit itself is what is checked).
+    assert await pool.run(tasks.limits) == {"nproc": [0, 0], "core": [0, 0]}
 
 
 async def test_tasks_past_the_workers_wait_and_saturation_shows(tmp_path: Path) -> None:
@@ -97,4 +157,20 @@ async def test_tasks_past_the_workers_wait_and_saturation_shows(tmp_path: Path) 
         assert all(isinstance(r, int) and r != os.getpid() for r in results)
         assert (two.busy, two.waiting, two.saturated) == (0, 0, False)
     finally:
-        two.close()
+        await two.aclose()
+
+
+async def test_a_worker_that_crashes_costs_only_its_task(pool: WorkerPool) -> None:
+    first = await pool.run(tasks.pid)
+    assert await pool.run(tasks.crash) == Stopped("crashed", "the worker ended with status -11")
+    second = await pool.run(tasks.pid)
+    assert isinstance(second, int)
+    assert second not in (first, os.getpid())
+    assert pool.stopped["crashed"] == 1
+
+
+async def test_no_worker_sees_a_second_task(pool: WorkerPool) -> None:
+    """A worker that one page subverted never renders another: one process per task."""
+    pids = [await pool.run(tasks.pid) for _ in range(4)]
+    assert len(set(pids)) == 4
+    assert os.getpid() not in pids

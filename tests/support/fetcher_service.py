@@ -112,4 +112,4 @@ async def running_fetcher(
                 target = server.settings.listen[0].target
                 yield FetcherService(server, target, log)
     finally:
-        pool.close()
+        await pool.aclose()

@@ -118,7 +118,7 @@ async def render_pool() -> AsyncIterator[WorkerPool]:
         await pool.run(os.getpid)
         yield pool
     finally:
-        pool.close()
+        await pool.aclose()
 
 
 @pytest.fixture

@@ -1,0 +1,28 @@
+"""What the render workers' forkserver imports (``fetcher.crawl.WORKER_PRELOAD``): the reader,
+with what it sets up on first use already set up.
+
+Every page is rendered in a worker forked for it alone (``fetcher.workers``), so what a
+render loads on its first call (the Public Suffix List above all, about 80 ms) would be paid
+by every page. Rendering one small page here, once, in the forkserver, leaves it loaded
+for every worker forked from it (shared copy-on-write).
+"""
+
+from __future__ import annotations
+
+import gc
+
+from fetcher.crawl import Page, read_page
+
+read_page(
+    Page(
+        b"<title>warm</title><main><p>warm <a href='/a'>a</a></p></main>",
+        "text/html",
+        None,
+        "https://example.com/",
+        "example.com",
+    )
+)
+
+# Move everything loaded so far out of the collector's reach: a forked worker's collections
+# would otherwise walk (and so copy) the forkserver's whole heap, page by page.
+gc.freeze()
