@@ -175,8 +175,9 @@ def tool_text(
 ) -> str:
     """The tool message (without the budget trailer, which the loop adds).
 
-    Each page read gets its ledger number (by final address) and is shown as its
-    heading, SPEC 5's untrusted label and its text; each failed page is one line with
+    Each page read gets its ledger number (by final address) and is shown as SPEC 5's
+    untrusted label, then its heading (number, title, final address), then its text; each
+    failed page is one line with
     its reason in words. If the first page failed, that is all the text says.
 
     Args:
@@ -209,7 +210,9 @@ def tool_text(
             url=page.final_url,
         )
         label = prompts.PAGE_LABEL.format(address=page.final_url)
-        blocks.append(f"{heading}\n{label}\n{page.text.strip()}")
+        # The label comes first (SPEC 5): the heading holds the page's own title, which is
+        # as untrusted as its text.
+        blocks.append(f"{label}\n{heading}\n{page.text.strip()}")
     lines = [
         prompts.PAGE_NOT_READ.format(url=failure.url, reason=prompts.reason_words(failure.reason))
         for failure in failures

@@ -81,7 +81,8 @@ async def test_search_then_read_a_result_with_numbers_trailer_and_events(
     assert search_text.endswith("\nSearches used 1 of 16; pages read 0 of 12")
     read_text = text_of(read)
     assert not read.is_error
-    assert read_text.startswith(f"[1] Descaling — {start}\nUntrusted text from {start}.")
+    assert read_text.startswith(f"Untrusted text from {start}.")
+    assert f".\n[1] Descaling — {start}\n" in read_text
     assert "Use citric acid." in read_text
     assert read_text.endswith("\nSearches used 1 of 16; pages read 1 of 12")
 

@@ -60,12 +60,12 @@ async def test_a_pdf_result_is_read_and_shown_like_any_page(
         "Descaling kettles: a study",
         True,
     )
-    # The tool text: ledger number, title, final address, the untrusted label, the text.
+    # The tool text: the untrusted label, ledger number, title, final address, the text.
     text = world.engine.chats[2]["messages"][-1]["content"]
     assert text.startswith(
-        f"[1] Descaling kettles: a study — {start}\n"
-        + prompts.PAGE_LABEL.format(address=start)
-        + "\nCitric acid removes limescale from kettles in ten minutes."
+        prompts.PAGE_LABEL.format(address=start)
+        + f"\n[1] Descaling kettles: a study — {start}\n"
+        + "Citric acid removes limescale from kettles in ten minutes."
     )
     assert text.endswith("Searches used 1 of 16; pages read 1 of 12")
     assert answer.of_type("citations") == [{"type": "citations", "cited": [1], "unknown": []}]

@@ -126,7 +126,8 @@ async def test_search_read_and_cite_with_events_in_order_and_keep_alives(
     assert f"[1] Kettle descaling guide — {start}" in search_result["content"]
     assert search_result["content"].endswith("Searches used 1 of 16; pages read 0 of 12")
     read_result = world.engine.chats[2]["messages"][-1]["content"]
-    assert read_result.startswith(f"[1] Descaling — {start}\nUntrusted text from {start}.")
+    assert read_result.startswith(f"Untrusted text from {start}.")
+    assert f".\n[1] Descaling — {start}\n" in read_result
     assert "Rinse twice." in read_result
     assert read_result.endswith("Searches used 1 of 16; pages read 2 of 12")
 

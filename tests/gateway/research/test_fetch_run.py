@@ -98,8 +98,8 @@ async def test_a_page_from_the_search_results_is_read_numbered_and_labelled(
     assert all(e.ok for e in events)
     blocks = done.text.split("\n\n")
     assert blocks[0].splitlines()[:2] == [
-        f"[1] Start — {origin.url('/')}",
         prompts.PAGE_LABEL.format(address=origin.url("/")),
+        f"[1] Start — {origin.url('/')}",
     ]
     assert "The start page of a small test site" in blocks[0]
     numbers = {s.url: s.n for s in ledger.sources()}

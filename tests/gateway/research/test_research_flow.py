@@ -53,7 +53,8 @@ async def test_a_search_result_can_be_read_and_keeps_its_number(
 
     events, done = await read(fetcher_client, first, ledger, budgets)
     assert [(e.ok, e.title) for e in events] == [(True, "Descaling")]
-    assert done.text.startswith(f"[1] Descaling — {first}\nUntrusted text from {first}.")
+    assert done.text.startswith(f"Untrusted text from {first}.")
+    assert f".\n[1] Descaling — {first}\n" in done.text
     assert "Use citric acid, then rinse twice." in done.text
     assert (budgets.searches_used, budgets.pages_used) == (1, 1)
 
