@@ -206,6 +206,14 @@ class EngineStatusError(EngineError):
         """The engine's ``Retry-After``, when it sent one."""
         return {"Retry-After": self.retry_after} if self.retry_after else {}
 
+    def engine_kind(self) -> tuple[str, object]:
+        """The engine's own error ``type`` ("" when none) and ``code``."""
+        inner = self.payload.get("error") if self.payload is not None else None
+        if not isinstance(inner, dict):
+            return "", None
+        kind = inner.get("type")
+        return (kind if isinstance(kind, str) else ""), inner.get("code")
+
     def body(self) -> dict[str, Any]:
         """Return the engine's own error body when it had the OpenAI shape."""
         if self.payload is not None and isinstance(self.payload.get("error"), dict):
