@@ -23,6 +23,7 @@ from gateway.chunks import EngineChunk, parse_chunk
 from gateway.engine_http import EngineExchange, EnginePool, open_exchange
 from gateway.errors import (
     BusyError,
+    EngineBody,
     EngineError,
     EngineStatusError,
     EngineStreamError,
@@ -252,26 +253,36 @@ class EngineClient:
             raise error from exc
 
 
-async def status_error(exchange: EngineExchange) -> EngineStatusError:
+async def status_error(exchange: EngineExchange, *, relay: bool = False) -> EngineStatusError:
     """The error for an engine's error status, with its body's message and its
-    ``Retry-After``."""
-    raw = await exchange.read_all(_ERROR_BODY_LIMIT)
-    error = _status_error(exchange.status, raw)
+    ``Retry-After``.
+
+    Args:
+        exchange: The engine's answer, its body unread.
+        relay: Keep the body as it came (`gateway.errors.EngineBody`), for pass-through.
+            A body over the read limit is not kept (a cut body would be broken JSON):
+            the client then gets the gateway's error with the engine's status and words.
+    """
+    raw = await exchange.read_all(_ERROR_BODY_LIMIT + 1)
+    relayed = None
+    if relay and len(raw) <= _ERROR_BODY_LIMIT:
+        relayed = EngineBody(raw, exchange.headers.get("content-type", ""))
+    error = _status_error(exchange.status, raw[:_ERROR_BODY_LIMIT], relayed)
     error.retry_after = exchange.headers.get("retry-after")
     return error
 
 
-def _status_error(status: int, raw: bytes) -> EngineStatusError:
+def _status_error(status: int, raw: bytes, relayed: EngineBody | None) -> EngineStatusError:
     try:
-        payload = json.loads(raw[:_ERROR_BODY_LIMIT])
+        payload = json.loads(raw)
     except (ValueError, RecursionError):
         payload = None
     if payload is None:
         text = raw[:200].decode("utf-8", "replace").strip()
         message = f"The model engine answered {status}" + (f": {text}" if text else ".")
-        return EngineStatusError(status, None, message)
+        return EngineStatusError(status, None, message, relayed=relayed)
     message, error = error_from_payload(payload)
-    return EngineStatusError(status, {"error": error}, message)
+    return EngineStatusError(status, {"error": error}, message, relayed=relayed)
 
 
 def _bounded(unfinished: bytes) -> None:

@@ -18,7 +18,8 @@ after (``/mcp`` answers the same errors as JSON-RPC error bodies, `GatewayError.
     └── EngineError                   the engine failed us (names the engine, never its key)
         ├── EngineUnreachableError    no connection, or it broke mid-answer (502)
         ├── EngineTimeoutError        the engine went quiet past the timeout (504)
-        ├── EngineStatusError         the engine answered with an error status (its own)
+        ├── EngineStatusError         the engine answered with an error status (its own;
+        │                             pass-through relays its body as it came)
         └── EngineStreamError         the engine sent an error event inside its stream (502)
 
 Messages never hold keys, user text or page text: they reach logs and clients.
@@ -26,6 +27,7 @@ Messages never hold keys, user text or page text: they reach logs and clients.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -168,11 +170,26 @@ class EngineTimeoutError(EngineError):
     kind = "timeout"
 
 
+@dataclass(frozen=True, slots=True)
+class EngineBody:
+    """An engine's error answer as it came, for pass-through to relay unchanged.
+
+    Attributes:
+        data: The body's bytes.
+        content_type: Its ``Content-Type`` header ("" when it sent none).
+    """
+
+    data: bytes
+    content_type: str
+
+
 class EngineStatusError(EngineError):
     """Raised when the engine answers a request with an error status.
 
     The engine's own status and error body are kept so a client sees the engine's words
-    (a 400 for a too-long prompt stays a 400).
+    (a 400 for a too-long prompt stays a 400). In pass-through, ``relayed`` also holds the
+    body as the engine sent it (extra fields, key order, content type), which the client
+    then gets byte for byte (SPEC 2: the same errors).
     """
 
     code = "engine_error"
@@ -184,6 +201,7 @@ class EngineStatusError(EngineError):
         message: str,
         *,
         retry_after: str | None = None,
+        relayed: EngineBody | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -191,10 +209,20 @@ class EngineStatusError(EngineError):
         self.kind = "http_4xx" if status < 500 else "http_5xx"
         #: The engine's own ``Retry-After`` (a 429 or 503), passed on as it came.
         self.retry_after = retry_after
+        #: The engine's body as it came (pass-through only), else None.
+        self.relayed = relayed
 
     def headers(self) -> dict[str, str]:
         """The engine's ``Retry-After``, when it sent one."""
         return {"Retry-After": self.retry_after} if self.retry_after else {}
+
+    def engine_kind(self) -> tuple[str, object]:
+        """The engine's own error ``type`` ("" when none) and ``code``."""
+        inner = self.payload.get("error") if self.payload is not None else None
+        if not isinstance(inner, dict):
+            return "", None
+        kind = inner.get("type")
+        return (kind if isinstance(kind, str) else ""), inner.get("code")
 
     def body(self) -> dict[str, Any]:
         """Return the engine's own error body when it had the OpenAI shape."""

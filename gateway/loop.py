@@ -37,6 +37,7 @@ from gateway.events import (
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.messages import Message, user_text
 from gateway.rounds import (
+    PREAMBLE_LIMIT,
     LoopState,
     Phase,
     RequiredSupport,
@@ -48,6 +49,8 @@ from gateway.rounds import (
     asks_answer_again,
     next_round,
     refused_required,
+    refuses_required,
+    round_fields,
 )
 from gateway.settings import Budgets, EngineSettings
 from gateway.tool_events import Sources, ThorEvent, Working
@@ -182,7 +185,7 @@ class ChatTurn:
 
     def _body(self, plan: RoundPlan, schemas: list[Any]) -> bytes:
         system = prompts.WEB_SYSTEM + (f"\n{prompts.REQUIRED_NUDGE}" if plan.nudge else "")
-        body: dict[str, Any] = {"model": self._model, **self._fields}
+        body: dict[str, Any] = {"model": self._model, **round_fields(self._fields, plan)}
         body["messages"] = self._conversation.messages(system)
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -229,7 +232,10 @@ class ChatTurn:
                 async for event in self._round(self._body(plan, schemas), schemas, plan, result):
                     yield event
             except EngineStatusError as exc:
-                if plan.tool_choice == "required" and exc.status in (400, 422):
+                kind, code = exc.engine_kind()
+                if plan.tool_choice == "required" and refuses_required(
+                    exc.status, kind, code, exc.message
+                ):
                     # The engine may refuse "required": retry with "auto".
                     state = refused_required(state)
                     continue
@@ -274,8 +280,11 @@ class ChatTurn:
         text_filter = self._filter_factory(schemas)
         assembler = ToolCallAssembler()
         # A "required" round's text is held until a call shows the engine honours it;
-        # an engine that ignores "required" has its round thrown away and retried.
+        # an engine that ignores "required" has its round thrown away and retried, and
+        # so has one that writes PREAMBLE_LIMIT characters without a call (the engine
+        # stream is closed there, which stops the engine writing).
         held: list[StreamEvent] | None = [] if plan.hold_text else None
+        held_chars = 0
         tail_before, shown_before = self._tail, len(self._shown)
         # Whitespace before any text is held: engines send "\n\n" next to tool_calls.
         blank = ""
@@ -312,10 +321,23 @@ class ChatTurn:
                 if held is not None:
                     held.extend(pending)
                     if not called():
+                        held_chars += sum(len(e.text) for e in pending if isinstance(e, Content))
+                        if held_chars > PREAMBLE_LIMIT:
+                            break
                         continue
                     pending, held = held, None
                 for event in pending:
                     yield event
+        if held is not None and held_chars > PREAMBLE_LIMIT:
+            log.info(
+                "engine %s wrote %d characters without a call under tool_choice "
+                '"required"; asking again with "auto"',
+                self._engine.label,
+                held_chars,
+            )
+            self._tail = tail_before
+            del self._shown[shown_before:]
+            return
         output = text_filter.close()
         out.take(output)
         tail = visible(output.text)

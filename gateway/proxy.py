@@ -3,10 +3,11 @@
 `proxy_events` sends the client's body to the engine and yields the engine's answer as
 `gateway.events.Raw` pieces: whole SSE events of a stream (cut only at event boundaries,
 so an error after the stream began can still be sent as one whole final event), or the
-body of an answer that is not a stream. An error status raises the engine's error (its
-status, body and ``Retry-After`` are passed on by the writer). Two repairs: llama-server's
-old ``error:`` field becomes a standard ``data: {"error": ...}`` event (clients drop the
-old field silently), and a stream that ends without ``[DONE]`` gets it.
+body of an answer that is not a stream. An error status raises the engine's error, which
+keeps its body as it came: the writer answers with the engine's status, body, content
+type and ``Retry-After``, byte for byte (SPEC 2: the same errors). Two repairs:
+llama-server's old ``error:`` field becomes a standard ``data: {"error": ...}`` event
+(clients drop the old field silently), and a stream that ends without ``[DONE]`` gets it.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ async def proxy_events(
     async with client.open(engine, "/chat/completions", body) as response:
         if response.status >= 400:
             with engine_errors(engine):
-                raise await status_error(response)
+                raise await status_error(response, relay=True)
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             async for piece in relay(response, engine):
                 yield piece

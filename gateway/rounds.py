@@ -1,20 +1,35 @@
 """The tool loop's round rules (SPEC 3), as pure code: no I/O, no clock, no engine.
 
 `gateway.loop` does the talking; this module decides which round comes next and with
-what ``tool_choice`` (`next_round`), what a finished round leads to (`after_round`), and
-what was learnt about the engine's handling of ``tool_choice: "required"``. `LoopState`
+what ``tool_choice`` (`next_round`) and other fields (`round_fields`), what a finished
+round leads to (`after_round`), which engine errors refuse ``tool_choice: "required"``
+(`refuses_required`), and what was learnt about the engine's handling of it. `LoopState`
 is immutable: every rule returns the next state, so the loop never changes it by hand.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 #: At most this many rounds with tools offered (SPEC 3.5).
 MAX_TOOL_ROUNDS = 8
 #: Then at most this many rounds without tools (SPEC 3.6).
 MAX_ANSWER_ROUNDS = 2
+#: A ``"required"`` round's text is held until a call shows up; after this many visible
+#: characters without one, the round is given up and asked again with ``"auto"``.
+#: llama-server enforces ``"required"`` only halfway (free text may come first) and a
+#: small model can then write until its context is full (SmolLM2: 1,847 tokens, a minute,
+#: nothing shown). Room for the short plan the system line asks for.
+PREAMBLE_LIMIT = 600
+#: Rounds that offer tools ask for at least this many tokens: a ``max_tokens`` meant for
+#: the answer would otherwise cut a call in the middle of its arguments.
+TOOL_ROUND_MIN_TOKENS = 512
+#: Error types and codes engines give a prompt longer than their context.
+_OVERFLOW_KINDS = frozenset({"exceed_context_size_error", "context_length_exceeded"})
+_OVERFLOW_WORDS = ("context length", "context size", "context window")
 
 
 class RequiredSupport(enum.Enum):
@@ -62,8 +77,9 @@ class RoundPlan:
         offer_tools: Send ``tools`` (tool rounds) or not (answer rounds).
         tool_choice: The ``tool_choice`` to send with tools.
         nudge: Add the one-line nudge to the system message.
-        hold_text: Hold visible text until a call appears: a ``"required"`` round whose
-            text may be thrown away if the engine turns out to ignore ``"required"``.
+        hold_text: Hold visible text until a call appears: a ``"required"`` round, whose
+            text is thrown away if no call comes (the engine ignored ``"required"``, or
+            honoured it only halfway), so the retry's text is not shown after it.
         announce_answer: Send the sources list and the answer-now line first (one turn).
     """
 
@@ -85,13 +101,47 @@ def next_round(state: LoopState, support: RequiredSupport) -> RoundPlan:
         and support in (RequiredSupport.UNKNOWN, RequiredSupport.HONOURED)
     )
     nudge = state.nudged or (first and not required)
-    return RoundPlan(
-        True,
-        "required" if required else "auto",
-        nudge,
-        required and support is RequiredSupport.UNKNOWN,
-        False,
-    )
+    # Text is held in every "required" round, not only while the engine is unknown: an
+    # engine that honoured "required" once may still end a later round without a call
+    # (a preamble cut by the length limit), and its shown text would then be followed by
+    # the retry's.
+    return RoundPlan(True, "required" if required else "auto", nudge, required, False)
+
+
+def round_fields(fields: Mapping[str, Any], plan: RoundPlan) -> dict[str, Any]:
+    """The client's own request fields as one round sends them.
+
+    In rounds that offer tools, ``max_tokens`` and ``max_completion_tokens`` are raised
+    to `TOOL_ROUND_MIN_TOKENS` (a limit meant for the answer must not cut a call), and
+    ``parallel_tool_calls`` is ``true`` unless the client set it (SPEC 3.3 runs several
+    calls of one round at once; llama-server's default is off). Rounds without tools send
+    no ``parallel_tool_calls`` (OpenAI refuses it without ``tools``).
+    """
+    out = dict(fields)
+    if not plan.offer_tools:
+        out.pop("parallel_tool_calls", None)
+        return out
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = out.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name] = max(value, TOOL_ROUND_MIN_TOKENS)
+    out.setdefault("parallel_tool_calls", True)
+    return out
+
+
+def refuses_required(status: int, error_type: str, code: object, message: str) -> bool:
+    """Whether an engine's error answer to a ``"required"`` round is a refusal of
+    ``"required"`` (then round 1 is asked again with ``"auto"``).
+
+    A 400 or 422, unless it says the prompt is longer than the context: that error
+    would come back with ``"auto"`` too, and must reach the client at once.
+    """
+    if status not in (400, 422):
+        return False
+    if error_type in _OVERFLOW_KINDS or (isinstance(code, str) and code in _OVERFLOW_KINDS):
+        return False
+    lowered = message.lower()
+    return not any(words in lowered for words in _OVERFLOW_WORDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,7 +156,14 @@ class Tally:
 
 
 def error_response(error: GatewayError) -> Response:
-    """An OpenAI error body with the error's status and headers."""
+    """An OpenAI error body with the error's status and headers; in pass-through, an
+    engine's error status is answered with the engine's own body and content type as
+    they came (SPEC 2: the same errors)."""
+    if isinstance(error, EngineStatusError) and error.relayed is not None:
+        headers = error.headers()
+        if error.relayed.content_type:
+            headers["content-type"] = error.relayed.content_type
+        return Response(error.relayed.data, status_code=error.status, headers=headers)
     return JSONResponse(error.body(), status_code=error.status, headers=error.headers())
 
 

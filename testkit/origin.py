@@ -94,9 +94,9 @@ class Origin:
         """The address of ``path`` on this origin under ``host``."""
         return f"https://{host}:{self.port}{path}"
 
-    async def start(self) -> None:
-        """Listen on an ephemeral port of 127.0.0.1."""
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self._context)
+    async def start(self, port: int = 0) -> None:
+        """Listen on 127.0.0.1, on ``port`` or an ephemeral one."""
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port, ssl=self._context)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -189,10 +189,10 @@ def _parse_request(head: bytes, sni: str | None, connection: int) -> Request:
 
 
 @contextlib.asynccontextmanager
-async def running_origin(ca: trustme.CA) -> AsyncIterator[Origin]:
-    """Start an :class:`Origin` and stop it afterwards."""
+async def running_origin(ca: trustme.CA, port: int = 0) -> AsyncIterator[Origin]:
+    """Start an :class:`Origin` (on ``port``, or an ephemeral one) and stop it afterwards."""
     origin = Origin(ca)
-    await origin.start()
+    await origin.start(port)
     try:
         yield origin
     finally:

@@ -70,6 +70,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     #: Wait for `FakeEngine.release` before sending even the response head.
     hold_head: bool = False
+    #: A body sent as these bytes, with ``content_type`` (an engine's error as it writes it).
+    raw_body: bytes | None = None
+    content_type: str = "application/json"
 
 
 @dataclass
@@ -360,6 +363,11 @@ class FakeEngine:
         if reply.hold_head:
             await self._released.wait()
             self._released.clear()
+        if reply.raw_body is not None:
+            await self._bytes(
+                writer, reply.status, reply.raw_body, reply.content_type, reply.headers
+            )
+            return True
         if reply.body is not None or not body.get("stream"):
             payload = reply.body if reply.body is not None else completion_body("(unscripted)")
             await self._json(writer, reply.status, payload, reply.headers)
@@ -373,10 +381,19 @@ class FakeEngine:
         payload: dict[str, Any],
         headers: dict[str, str] | None = None,
     ) -> None:
-        data = json.dumps(payload).encode()
+        await self._bytes(writer, status, json.dumps(payload).encode(), "application/json", headers)
+
+    async def _bytes(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        data: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         writer.write(
-            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}"
+            f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n{extra}"
             f"Content-Length: {len(data)}\r\n\r\n".encode()
             + data
         )

@@ -358,6 +358,76 @@ async def test_pass_through_non_streaming_and_engine_errors_as_they_are(
     assert bad.json()["error"]["message"] == "prompt too long"
 
 
+#: llama-server's own error bodies (tests/llama pins them): extra fields, its key order.
+_OVERFLOW_BODY = (
+    b'{"error":{"code":400,"message":"request (2250 tokens) exceeds the available context size'
+    b' (2048 tokens), try increasing it","type":"exceed_context_size_error",'
+    b'"n_prompt_tokens":2250,"n_ctx":2048}}'
+)
+_NO_JINJA_BODY = (
+    b'{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "content_type", "headers", "stream"),
+    [
+        (400, _OVERFLOW_BODY, "application/json; charset=utf-8", {}, False),
+        (400, _OVERFLOW_BODY, "application/json; charset=utf-8", {}, True),
+        (500, _NO_JINJA_BODY, "application/json; charset=utf-8", {}, True),
+        (503, b"upstream busy\n", "text/plain", {"Retry-After": "3"}, False),
+        (502, b"<html><body>Bad Gateway</body></html>", "text/html", {}, True),
+        (404, b"", "text/plain", {}, False),
+    ],
+    ids=["overflow", "overflow-stream", "no-jinja-500", "plain-503", "html-502", "empty-404"],
+)
+async def test_pass_through_relays_an_engine_error_as_it_came(
+    engine: FakeEngine,
+    gateway_at: GatewayFactory,
+    http: httpx.AsyncClient,
+    status: int,
+    body: bytes,
+    content_type: str,
+    headers: dict[str, str],
+    stream: bool,
+) -> None:
+    engine.script(Reply(status=status, raw_body=body, content_type=content_type, headers=headers))
+    registry = CollectorRegistry()
+    async with gateway_at(registry=registry) as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions", json=chat(stream=stream), headers=AUTH
+        )
+    assert response.status_code == status
+    assert response.content == body
+    assert response.headers["content-type"] == content_type
+    for name, value in headers.items():
+        assert response.headers[name] == value
+    kind = "http_4xx" if status < 500 else "http_5xx"
+    assert registry.get_sample_value("tigress_gateway_engine_errors_total", {"kind": kind}) == 1
+
+
+async def test_the_gateways_own_errors_stay_its_own_in_pass_through(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    # What the gateway decides (an unknown model), and an engine body too long to keep
+    # whole (a cut body would be broken JSON): the OpenAI error shape, with the engine's
+    # status and the start of its words.
+    huge = b'{"error":{"message":"' + b"x" * 70_000 + b'","type":"server_error"}}'
+    engine.script(Reply(status=500, raw_body=huge, content_type="application/json"))
+    async with gateway_at() as url:
+        unknown = await http.post(
+            f"{url}/v1/chat/completions", json=chat(model="gpt-4o"), headers=AUTH
+        )
+        cut = await http.post(f"{url}/v1/chat/completions", json=chat(), headers=AUTH)
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "model_not_found"
+    assert cut.status_code == 500
+    error = cut.json()["error"]
+    assert error["message"].startswith('The model engine answered 500: {"error":{"message":"xxx')
+    assert len(error["message"]) < 300
+    assert error["code"] == "engine_error"
+
+
 async def test_pass_through_repairs_old_errors_and_a_missing_done(
     engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
 ) -> None:

@@ -16,7 +16,7 @@ from gateway.errors import EngineStatusError
 from gateway.events import Content, Reasoning, RoundStarted, StreamEvent, ToolEvent, Usage
 from gateway.loop import ChatTurn, FilterFactory, LoopOptions, RequiredMemory, default_filter
 from gateway.messages import parse_message
-from gateway.rounds import RequiredSupport
+from gateway.rounds import PREAMBLE_LIMIT, RequiredSupport
 from gateway.settings import Budgets, EngineSettings
 from gateway.tools import Tool, ToolBox
 from tests.gateway.conftest import BlockingTool, FakeSearch, PlainFilter
@@ -24,6 +24,7 @@ from tests.gateway.fake_engine import (
     Data,
     FakeEngine,
     Reply,
+    Stall,
     chunk,
     error_reply,
     text_reply,
@@ -51,13 +52,14 @@ def make_turn(
     filters: FilterFactory = PlainFilter,
     messages: list[dict[str, Any]] | None = None,
     tool_timeout: float = 5.0,
+    fields: dict[str, Any] | None = None,
 ) -> ChatTurn:
     messages = messages or QUESTION
     return ChatTurn(
         client=client,
         engine=EngineSettings(engine.url),
         messages=[parse_message(m, i) for i, m in enumerate(messages)],
-        fields={"model": "test-model", "messages": messages, "temperature": 0.2},
+        fields={"model": "test-model", "messages": messages, "temperature": 0.2} | (fields or {}),
         tools=ToolBox(tools),
         memory=RequiredMemory() if memory is None else memory,
         options=LoopOptions(budgets=budgets or Budgets(), tool_timeout=tool_timeout),
@@ -361,6 +363,100 @@ async def test_a_400_repeated_with_auto_does_not_mark_the_engine(
         await run(make_turn(client, engine, [FakeSearch()], memory=memory))
     assert [c["tool_choice"] for c in engine.chats] == ["required", "auto"]
     assert remembered(memory, engine) is RequiredSupport.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("exceed_context_size_error", "request (2250 tokens) exceeds the available context size"),
+        ("BadRequestError", "This model's maximum context length is 2048 tokens."),
+    ],
+    ids=["llama-server", "vllm"],
+)
+async def test_a_context_overflow_is_not_taken_for_a_refusal_of_required(
+    engine: FakeEngine, client: EngineClient, kind: str, message: str
+) -> None:
+    memory = RequiredMemory()
+    engine.script(error_reply(400, message, kind))
+    with pytest.raises(EngineStatusError) as caught:
+        await run(make_turn(client, engine, [FakeSearch()], memory=memory))
+    assert caught.value.status == 400
+    assert caught.value.body()["error"]["type"] == kind
+    assert [c["tool_choice"] for c in engine.chats] == ["required"]
+    assert remembered(memory, engine) is RequiredSupport.UNKNOWN
+
+
+async def test_a_round_without_a_call_after_required_was_honoured_is_not_shown_twice(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    # llama-server honours "required" only halfway: one answer calls, a later one writes
+    # free text and stops at the length limit. That text must not precede the retry's.
+    memory = RequiredMemory()
+    memory.learn(EngineSettings(engine.url), RequiredSupport.HONOURED)
+    engine.script(text_reply("A preamble cut by the len"), text_reply("The answer."))
+    events = await run(make_turn(client, engine, [FakeSearch()], memory=memory))
+    assert text(events) == "The answer."
+    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto"]
+    assert remembered(memory, engine) is RequiredSupport.IGNORED
+
+
+async def test_a_required_preamble_past_the_limit_is_given_up_without_waiting_for_its_end(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    # The engine would go on writing (Stall: the stream never ends); the loop stops
+    # reading past PREAMBLE_LIMIT characters, closes the stream and asks with "auto".
+    words = [Data(chunk({"content": "word " * 20})) for _ in range(PREAMBLE_LIMIT // 100 + 1)]
+    engine.script(Reply([*words, Stall()]), tool_reply(search("a")), text_reply("Done [1]."))
+    memory = RequiredMemory()
+    events = await run(make_turn(client, engine, [FakeSearch()], memory=memory))
+    assert engine.closed_early.is_set()
+    assert text(events) == "Done [1]."
+    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto", "auto"]
+    assert engine.chats[1]["messages"][0]["content"].endswith(prompts.REQUIRED_NUDGE)
+    assert remembered(memory, engine) is RequiredSupport.IGNORED
+
+
+async def test_a_preamble_within_the_limit_is_shown_with_the_call(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    plan = "Plan: " + "x" * (PREAMBLE_LIMIT - 10)
+    call = tool_reply(search("a"))
+    call.steps.insert(1, Data(chunk({"content": plan})))
+    engine.script(call, text_reply("Done [1]."))
+    events = await run(make_turn(client, engine, [FakeSearch()]))
+    assert text(events) == f"{plan}\n\nDone [1]."
+
+
+@pytest.mark.parametrize(
+    ("fields", "tool_round", "answer_round"),
+    [
+        ({"max_tokens": 16}, {"max_tokens": 512}, {"max_tokens": 16}),
+        (
+            {"max_completion_tokens": 16},
+            {"max_completion_tokens": 512},
+            {"max_completion_tokens": 16},
+        ),
+        ({"max_tokens": 2000}, {"max_tokens": 2000}, {"max_tokens": 2000}),
+        ({}, {}, {}),
+        ({"parallel_tool_calls": False}, {"parallel_tool_calls": False}, {}),
+    ],
+    ids=["small-max-tokens", "small-max-completion-tokens", "large", "none", "client-parallel"],
+)
+async def test_tool_rounds_get_room_for_a_call_and_parallel_calls(
+    engine: FakeEngine,
+    client: EngineClient,
+    fields: dict[str, Any],
+    tool_round: dict[str, Any],
+    answer_round: dict[str, Any],
+) -> None:
+    engine.script(tool_reply(search("a")), text_reply("Done [1]."))
+    await run(make_turn(client, engine, [FakeSearch()], budgets=Budgets(searches=1), fields=fields))
+    first, answer = engine.chats
+    expected = {"parallel_tool_calls": True} | tool_round
+    for name in ("max_tokens", "max_completion_tokens", "parallel_tool_calls"):
+        assert first.get(name) == expected.get(name), name
+        assert answer.get(name) == answer_round.get(name), name
+    assert "tools" not in answer
 
 
 async def test_other_engine_errors_are_not_retried(

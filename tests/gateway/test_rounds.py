@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,6 +24,8 @@ from gateway.rounds import (
     after_round,
     next_round,
     refused_required,
+    refuses_required,
+    round_fields,
 )
 
 
@@ -234,6 +237,61 @@ def test_an_engine_that_ignores_required_is_retried_once_with_auto() -> None:
     advance = after_round(advance.state, retry, RoundOutcome(calls=0, malformed=0, has_text=True))
     assert advance.step is Step.FINISH
     assert advance.state.phase is Phase.DONE
+
+
+def test_every_required_round_holds_its_text_even_once_the_engine_honoured_it() -> None:
+    for support in (RequiredSupport.UNKNOWN, RequiredSupport.HONOURED):
+        plan = next_round(LoopState(), support)
+        assert (plan.tool_choice, plan.hold_text) == ("required", True)
+        advance = after_round(LoopState(), plan, RoundOutcome(0, 0, has_text=True))
+        assert (advance.step, advance.learnt) == (Step.RETRY_AUTO, RequiredSupport.IGNORED)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "code", "message", "refusal"),
+    [
+        (400, "invalid_request_error", 400, "tool_choice 'required' is not supported", True),
+        (422, "", None, "Unprocessable", True),
+        (400, "invalid_request_error", None, "prompt too long", True),
+        (400, "exceed_context_size_error", 400, "request (2250 tokens) exceeds the", False),
+        (400, "invalid_request_error", "context_length_exceeded", "too many tokens", False),
+        (400, "BadRequestError", 400, "This model's maximum context length is 2048", False),
+        (400, "", None, "the prompt is longer than the Context Window", False),
+        (500, "server_error", 500, "tools param requires --jinja flag", False),
+        (404, "", None, "not found", False),
+        (400, "", {"a": [1]}, "an odd code", True),
+    ],
+    ids=[
+        "400-refusal",
+        "422",
+        "400-other",
+        "llama-overflow",
+        "openai-overflow-code",
+        "vllm-overflow-words",
+        "overflow-words-any-case",
+        "500",
+        "404",
+        "unhashable-code",
+    ],
+)
+def test_only_a_400_or_422_that_is_not_a_context_overflow_refuses_required(
+    status: int, kind: str, code: object, message: str, refusal: bool
+) -> None:
+    assert refuses_required(status, kind, code, message) is refusal
+
+
+def test_round_fields_raise_small_limits_and_ask_for_parallel_calls_only_with_tools() -> None:
+    tools = next_round(LoopState(), RequiredSupport.UNKNOWN)
+    answer = next_round(replace(LoopState(), phase=Phase.ANSWER), RequiredSupport.UNKNOWN)
+    fields = {"max_tokens": 8, "max_completion_tokens": True, "seed": 7}
+    assert round_fields(fields, tools) == {
+        "max_tokens": 512,
+        "max_completion_tokens": True,  # not a number: left for the engine to refuse
+        "seed": 7,
+        "parallel_tool_calls": True,
+    }
+    assert round_fields(fields | {"parallel_tool_calls": False}, answer) == fields
+    assert fields == {"max_tokens": 8, "max_completion_tokens": True, "seed": 7}
 
 
 def test_a_refused_required_is_retried_with_auto() -> None:

@@ -54,6 +54,8 @@ def _llama(build: ReadyPaths, log: Path, alias: str, *flags: str) -> Iterator[Se
         # One thread: on a shared 2-core machine two threads wait on each other at every
         # step (1.5 s a token measured with 2, 0.1 s with 1, under the same load).
         "--threads", "1",
+        # Prometheus counters: the suite reads how many tokens the engine wrote.
+        "--metrics",
         *flags,
     ]  # fmt: skip
     with serving(argv, health="/health", env=clean_environ(), log=log) as served:

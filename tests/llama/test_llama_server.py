@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.llama.conftest import CONTEXT, MODEL, MODEL_TOOLS
 from tests.llama.wire import SAMPLING, WEB_SEARCH, call_block, post, repeat, stream
@@ -119,10 +120,21 @@ def test_a_streamed_call_opens_with_id_name_and_a_brace_then_sends_only_argument
     assert streamed.finish_reason() == "tool_calls"
 
 
-def test_two_streamed_calls_come_as_index_0_then_index_1(llama_tools: str) -> None:
+@pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "not-parallel"])
+def test_two_streamed_calls_come_as_index_0_then_index_1_even_without_parallel_calls(
+    llama_tools: str, parallel: bool
+) -> None:
+    # parallel_tool_calls defaults to false, and false does not stop a second call with
+    # this template on this build; the gateway sends true (SPEC 3.3) for engines that
+    # honour it.
     calls = call_block("rust jobs") + "\n" + call_block("go jobs")
     body = _body(
-        MODEL_TOOLS, repeat(calls), 80, tools=[WEB_SEARCH], parallel_tool_calls=True, stream=True
+        MODEL_TOOLS,
+        repeat(calls),
+        80,
+        tools=[WEB_SEARCH],
+        parallel_tool_calls=parallel,
+        stream=True,
     )
     fragments = stream(llama_tools, body).tool_call_fragments()
     indexes = [f["index"] for f in fragments]
@@ -134,6 +146,22 @@ def test_two_streamed_calls_come_as_index_0_then_index_1(llama_tools: str) -> No
     for index in (0, 1):
         joined = "".join(f["function"]["arguments"] for f in fragments if f["index"] == index)
         assert set(json.loads(joined)) == {"query"}
+
+
+def test_a_call_cut_by_max_tokens_streams_as_a_call_whose_arguments_are_not_json(
+    llama_tools: str,
+) -> None:
+    # Why the gateway's tool rounds ask for at least TOOL_ROUND_MIN_TOKENS: a limit meant
+    # for the answer cuts a call, and what arrives is a call the loop cannot run.
+    body = _body(MODEL_TOOLS, repeat(call_block("rust jobs")), 20, tools=[WEB_SEARCH], stream=True)
+    streamed = stream(llama_tools, body)
+    fragments = streamed.tool_call_fragments()
+    assert fragments[0]["function"]["name"] == "web_search"
+    arguments = "".join(f["function"]["arguments"] for f in fragments)
+    assert arguments.startswith('{"query":')
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(arguments)
+    assert streamed.finish_reason() == "length"
 
 
 def test_required_is_half_enforced_a_preamble_can_run_to_the_length_limit(

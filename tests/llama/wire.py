@@ -38,6 +38,17 @@ def repeat(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": f"Repeat exactly, with nothing else:\n{text}"}]
 
 
+def echo(text: str) -> list[dict[str, Any]]:
+    """`repeat` with one example turn first: under the gateway's Web system line the 135M
+    model explains a bare `<tool_call>` block instead of repeating it, but after one
+    repeated example it repeats this one too (with either template)."""
+    return [
+        *repeat("<b>Hello</b>"),
+        {"role": "assistant", "content": "<b>Hello</b>"},
+        *repeat(text),
+    ]
+
+
 @dataclass(frozen=True)
 class Streamed:
     """A streamed answer, read to its end.
@@ -111,3 +122,13 @@ def stream(base: str, body: dict[str, Any], key: str | None = None) -> Streamed:
         events=events,
         done=done,
     )
+
+
+def tokens_predicted(base: str) -> int:
+    """llama-server's count of tokens written since it started (`--metrics`), cancelled
+    answers included."""
+    text = httpx.get(base.removesuffix("/v1") + "/metrics", timeout=TIMEOUT).text
+    for line in text.splitlines():
+        if line.startswith("llamacpp:tokens_predicted_total "):
+            return int(float(line.split()[1]))
+    raise AssertionError("llama-server's /metrics has no llamacpp:tokens_predicted_total")
