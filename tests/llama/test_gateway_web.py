@@ -27,6 +27,7 @@ from gateway import prompts
 from gateway.rounds import PREAMBLE_LIMIT, TOOL_ROUND_MIN_TOKENS
 from gateway.settings import Budgets
 from testkit.origin import Origin, html
+from testkit.searxng import Served, pointed_at, recorded, running_searxng
 from tests.gateway.conftest import FakeSearch
 from tests.llama.conftest import GATEWAY_KEY, MODEL, MODEL_NO_JINJA, MODEL_TOOLS
 from tests.llama.test_llama_server import OVERFLOW, QUESTION
@@ -34,7 +35,6 @@ from tests.llama.web import assert_turns_alternate, fixed_origin, web_body, web_
 from tests.llama.wire import TIMEOUT, call_block, echo, tokens_predicted
 from tests.support.fetcher_service import running_fetcher, socket_folder
 from tests.support.fixtures import policy_for
-from tests.support.searxng import Served, pointed_at, recorded, running_searxng
 
 AUTH = {"Authorization": f"Bearer {GATEWAY_KEY}"}
 
