@@ -72,7 +72,9 @@ def text_of(chunks: list[Any]) -> str:
 
 
 def events_of(chunks: list[Any]) -> list[dict[str, Any]]:
-    return [c["thor_event"] for c in chunks if isinstance(c, dict) and "thor_event" in c]
+    """The stream's tool events, without the ``working`` progress events between them."""
+    events = [c["thor_event"] for c in chunks if isinstance(c, dict) and "thor_event" in c]
+    return [e for e in events if e.get("type") != "working"]
 
 
 def one_result_on(origin: Origin) -> tuple[Served, str]:
