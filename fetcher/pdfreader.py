@@ -12,10 +12,11 @@ memory behaviour (it aborts the process when memory runs out). A PDF gets a fres
 ``python -I`` process that loads PDFium alone, and like the render pool's, its answer
 comes back as checked JSON, never as a pickle.
 
-Memory (the fetcher unit has ``MemoryMax=1G``): a worker is capped at ``memory_bytes``
-of address space (256 MiB; a corpus PDF peaks at about 30 MiB resident), so ``workers``
-of them (2) take at most 512 MiB; the PDF bodies waiting for them are bounded by the
-downloader (``fetcher.download.Limits.pdfs_held``, 16 MiB each).
+Memory: a worker is capped at ``memory_bytes`` of address space (256 MiB; a corpus PDF
+peaks at about 30 MiB resident), so ``workers`` of them (2) take at most 512 MiB; the PDF
+bodies waiting for them are bounded by the downloader (``fetcher.download.Limits.pdfs_held``,
+16 MiB each). The fetcher unit's ``MemoryMax`` holds both beside the render workers at
+their own limits (deploy/systemd/README.md, "Memory"; tests/deploy/test_units.py).
 """
 
 from __future__ import annotations

@@ -92,7 +92,12 @@ class WorkLimits:
     """
 
     cpu_seconds: int = 3
-    memory_bytes: int = 640 * MIB
+    # Measured (bench/memory.py): a fresh worker starts at about 50 MiB of address space;
+    # the extraction corpus's pages peak at 64 MiB at most, 2 MiB hostile pages at 100 to
+    # 200 MiB, and only a few of tiny elements (500,000 list items) need more (350 to 400
+    # MiB: stopped, like most of them already were at the CPU limit). Two workers at this
+    # cap fit the fetcher unit's MemoryMax beside the PDF workers (tests/deploy/test_units.py).
+    memory_bytes: int = 256 * MIB
     wall_seconds: float = 10.0
 
 
