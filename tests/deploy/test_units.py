@@ -201,4 +201,3 @@ def test_every_worker_at_its_limit_fits_the_units_memory() -> None:
     # and the page cache of the program's files.
     assert sum(parts.values()) <= _size(memory_max) * 9 // 10, parts
     assert _size(memory_high) < _size(memory_max)
-
