@@ -21,10 +21,9 @@ their own limits (deploy/systemd/README.md, "Memory"; tests/deploy/test_units.py
 
 from __future__ import annotations
 
-import asyncio
-
 from fetcher.pdfresult import PdfLimits, PdfResult
 from fetcher.pdfworker import extract_pdf
+from fetcher.places import Places
 
 __all__ = ["PdfReader"]
 
@@ -46,19 +45,17 @@ class PdfReader:
         """
         self.workers = workers
         self.limits = limits if limits is not None else PdfLimits(char_limit=CRAWL_CHAR_LIMIT)
-        self._slots = asyncio.Semaphore(workers)
-        self._busy = 0
-        self._waiting = 0
+        self._places = Places(workers)
 
     @property
     def busy(self) -> int:
         """Workers reading a PDF now."""
-        return self._busy
+        return self._places.busy
 
     @property
     def waiting(self) -> int:
         """PDFs waiting for a worker."""
-        return self._waiting
+        return self._places.waiting
 
     async def read(self, data: bytes) -> PdfResult:
         """Reads one PDF in a worker of its own, once one of the ``workers`` places is free.
@@ -75,14 +72,5 @@ class PdfReader:
         or reading, cancelling the caller ends its part (the worker is killed). Proved by
         ``tests/fetcher/test_pdfreader.py``.
         """
-        self._waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self._waiting -= 1
-        self._busy += 1
-        try:
+        async with self._places.taken():
             return await extract_pdf(data, self.limits)
-        finally:
-            self._busy -= 1
-            self._slots.release()
