@@ -234,7 +234,8 @@ class Answer:
 
 
 def _check(events: list[dict[str, Any]], text: str, done: bool) -> str:
-    kinds = [e["type"] for e in events]
+    # working events (calls started, calls ended) come around each round's calls.
+    kinds = [e["type"] for e in events if e["type"] != "working"]
     if kinds != ["searched", "searched", "read", "read", "read", "sources", "citations"]:
         return f"events {kinds}"
     if not all(e["ok"] for e in events if e["type"] == "read"):
