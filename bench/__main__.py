@@ -10,6 +10,7 @@ BENCHES = (
     "download",
     "extraction",
     "hostile",
+    "memory",
     "pdf",
     "pdf_crawl",
     "grpc_hop",

@@ -29,7 +29,6 @@ import json
 import logging
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ import httpx
 import uvicorn
 from prometheus_client import CollectorRegistry
 
+from bench.support import SSE_END, SSE_HEAD, chunk, framed, free_port, models_answer, read_request
 from gateway.app import create_app
 from gateway.metrics import GatewayMetrics
 from gateway.serving import uvicorn_config
@@ -57,24 +57,10 @@ TOOL = "noop"
 
 
 def _chunk(text: str) -> bytes:
-    body = {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion.chunk",
-        "created": 1767225600,
-        "model": MODEL,
-        "choices": [
-            {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": None}
-        ],
-    }
-    data = b"data: " + json.dumps(body).encode() + b"\n\n"
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+    return chunk(MODEL, {"content": text})
 
 
-def _framed(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
-
-
-_CALL = _framed(
+_CALL = framed(
     b"data: "
     + json.dumps(
         {
@@ -104,41 +90,35 @@ _CALL = _framed(
 )
 
 
+def _tokens_asked(body: dict[str, Any]) -> int:
+    """The answer's length in tokens, from the user's message ("go 500"): not from
+    ``max_tokens``, which the Web loop raises on rounds that offer tools."""
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            return int(str(message.get("content", "")).split()[-1])
+    return 2000
+
+
 async def _engine_main(port: int) -> None:
     tokens = [_chunk(f" tok{i}") for i in range(2000)]
-    done = b"data: [DONE]\n\n"
-    tail = _framed(done) + b"0\r\n\r\n"
-    models = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                body = json.loads(await reader.readexactly(length)) if length else {}
+                head, body = await read_request(reader)
                 if head.startswith(b"GET"):
-                    writer.write(
-                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                        + f"Content-Length: {len(models)}\r\n\r\n".encode()
-                        + models
-                    )
+                    writer.write(models_answer(MODEL))
                     await writer.drain()
                     continue
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                    b"Transfer-Encoding: chunked\r\n\r\n"
-                )
+                writer.write(SSE_HEAD)
                 if body.get("tool_choice") == "required":
-                    writer.write(_CALL + tail)
+                    writer.write(_CALL + SSE_END)
                     await writer.drain()
                     continue
-                for token in tokens[: int(body.get("max_tokens", 2000))]:
+                for token in tokens[: _tokens_asked(body)]:
                     writer.write(token)
                     await writer.drain()
-                writer.write(tail)
+                writer.write(SSE_END)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -180,13 +160,6 @@ def serve_gateway(port: int, engine_url: str) -> None:
     uvicorn.Server(uvicorn_config(app, settings, metrics, log_level="warning")).run()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _cpu_seconds(pid: int) -> float:
     """The process's CPU time: nanoseconds on a CPU from ``schedstat`` (every thread),
     else user + system ticks from ``stat``."""
@@ -217,7 +190,7 @@ async def _one(
 ) -> int:
     body: dict[str, Any] = {
         "model": MODEL,
-        "messages": [{"role": "user", "content": "go"}],
+        "messages": [{"role": "user", "content": f"go {tokens}"}],
         "stream": True,
         "max_tokens": tokens,
     }
@@ -306,7 +279,7 @@ def main() -> None:
         serve_gateway(int(sys.argv[2]), sys.argv[3])
         return
     levels = QUICK_LEVELS if "--quick" in sys.argv else LEVELS
-    engine_port, gateway_port = _free_port(), _free_port()
+    engine_port, gateway_port = free_port(), free_port()
     engine = multiprocessing.get_context("spawn").Process(
         target=_engine_process, args=(engine_port,), daemon=True
     )

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import signal
 import ssl
 import statistics
 import sys
@@ -28,9 +27,9 @@ from collections.abc import Awaitable, Callable
 from ipaddress import ip_network
 from pathlib import Path
 
-import trustme
 from prometheus_client import CollectorRegistry
 
+from bench.support import load_ca, save_ca, spawn, stop, wait_for_signal
 from fetcher.client import FetcherClient
 from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader
@@ -53,33 +52,19 @@ PAGE = (
 )
 
 
-def _load_ca(folder: Path) -> trustme.CA:
-    return trustme.CA.from_pem(
-        (folder / "ca.pem").read_bytes(), (folder / "ca-key.pem").read_bytes()
-    )
-
-
-async def _wait_for_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-
-
 async def _serve_origin(folder: Path) -> None:
-    origin = Origin(_load_ca(folder))
+    origin = Origin(load_ca(folder))
     await origin.start()
     for index in range(PAGES):
         origin.routes[f"/p{index}"] = html(PAGE)
     print(origin.port, flush=True)
-    await _wait_for_signal()
+    await wait_for_signal()
     await origin.stop()
 
 
 def _downloader(folder: Path, port: int) -> Downloader:
     context = ssl.create_default_context()
-    _load_ca(folder).configure_trust(context)
+    load_ca(folder).configure_trust(context)
     return Downloader(
         policy=Policy(ports=frozenset({port}), exempt=(ip_network("127.0.0.1/32"),)),
         resolver=StaticResolver({"origin.test": ["127.0.0.1"]}),
@@ -102,7 +87,7 @@ async def _serve_fetcher(folder: Path, port: int) -> None:
         )
         await server.start()
         print("ready", flush=True)
-        await _wait_for_signal()
+        await wait_for_signal()
         await server.stop(grace=0)
         await pool.aclose()
 
@@ -122,25 +107,13 @@ async def _timed(
 
 
 async def _spawn(*args: str) -> tuple[asyncio.subprocess.Process, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.grpc_hop", *args, stdout=asyncio.subprocess.PIPE
-    )
-    assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), 30)
-    return process, line.decode().strip()
-
-
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    process.send_signal(signal.SIGTERM)
-    await process.wait()
+    return await spawn("bench.grpc_hop", *args)
 
 
 async def run() -> list[tuple[int, float, float]]:
     """Measures both ways; returns (concurrency, service seconds, in-process seconds) rows."""
     folder = Path(tempfile.mkdtemp(prefix="tgb", dir="/tmp"))
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
-    ca.private_key_pem.write_to_path(str(folder / "ca-key.pem"))
+    save_ca(folder)
     origin, port_text = await _spawn("origin", str(folder))
     port = int(port_text)
     fetcher, _ready = await _spawn("fetcher", str(folder), port_text)
@@ -178,8 +151,8 @@ async def run() -> list[tuple[int, float, float]]:
                 )
     finally:
         await pool.aclose()
-        await _stop(fetcher)
-        await _stop(origin)
+        await stop(fetcher)
+        await stop(origin)
         shutil.rmtree(folder, ignore_errors=True)
     return results
 

@@ -14,29 +14,7 @@ import time
 
 from fetcher.crawl import WORKER_PRELOAD, Page, read_page
 from fetcher.workers import Stopped, Wire, WorkerPool
-from testkit.hostile import TWO_MIB, nested_landmarks
-
-SHAPES = {
-    "plain <div>": (b"<div>", b"</div>"),
-    "nested <nav>": (b"<nav>", b"</nav>"),
-    "nested <footer>": (b"<footer>", b"</footer>"),
-    "nested [hidden]": (b"<div hidden>", b"</div>"),
-    "nested .share": (b'<div class="share">', b"</div>"),
-    "nested [role=navigation]": (b'<div role="navigation">', b"</div>"),
-}
-
-
-def _nested(opening: bytes, closing: bytes, depth: int = 2000) -> bytes:
-    head, tail = b"<html><body>", b"</body></html>"
-    links, used, index = [], len(head) + len(tail) + depth * (len(opening) + len(closing)), 0
-    while True:
-        link = b'<a href="/p%d">x</a>' % index
-        if used + len(link) > TWO_MIB:
-            break
-        links.append(link)
-        used += len(link)
-        index += 1
-    return head + opening * depth + b"".join(links) + closing * depth + tail
+from testkit.hostile import NESTED_SHAPES, nested, nested_landmarks
 
 
 def measure(page: Page) -> Wire:
@@ -50,7 +28,7 @@ def measure(page: Page) -> Wire:
 
 
 async def _run() -> None:
-    bodies = {name: _nested(*tags) for name, tags in SHAPES.items()}
+    bodies = {name: nested(*tags) for name, tags in NESTED_SHAPES.items()}
     bodies["nested <nav><main> (issue 15)"] = nested_landmarks()
     print(f"{'page (2 MiB)':34} {'CPU s':>7} {'peak MiB':>9} {'CPU vs plain':>13}")
     plain_cpu = 0.0

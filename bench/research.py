@@ -28,8 +28,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import statistics
 import sys
@@ -41,9 +39,21 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import trustme
 from prometheus_client import CollectorRegistry
 
+from bench.support import (
+    SSE_END,
+    SSE_HEAD,
+    chunk,
+    free_port,
+    load_ca,
+    models_answer,
+    read_request,
+    save_ca,
+    spawn,
+    stop,
+    wait_for_signal,
+)
 from fetcher.client import FetcherClient, PageRead
 from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader
@@ -74,27 +84,6 @@ ANSWER_WORDS = 60
 FILLER = "<p>" + "Limescale builds up where water is hard; citric acid removes it. " * 40 + "</p>"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def _wait_for_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-
-
-def _load_ca(folder: Path) -> trustme.CA:
-    return trustme.CA.from_pem(
-        (folder / "ca.pem").read_bytes(), (folder / "ca-key.pem").read_bytes()
-    )
-
-
 def _page(title: str, link: str | None) -> Reply:
     anchor = f'<p><a href="{link}">Read on</a></p>' if link else ""
     body = (
@@ -112,14 +101,14 @@ def _page(title: str, link: str | None) -> Reply:
 
 
 async def _serve_site(folder: Path) -> None:
-    origin = Origin(_load_ca(folder))
+    origin = Origin(load_ca(folder))
     await origin.start()
     # The first search result, and a chain of two more pages: a two-hop crawl.
     origin.routes["/kettle/descale"] = _page("Descaling a kettle", "/kettle/acid")
     origin.routes["/kettle/acid"] = _page("Citric acid", "/kettle/rinse")
     origin.routes["/kettle/rinse"] = _page("Rinsing", None)
     print(origin.port, flush=True)
-    await _wait_for_signal()
+    await wait_for_signal()
     await origin.stop()
 
 
@@ -128,20 +117,12 @@ async def _serve_searxng(site_port: int) -> None:
     stand_in.default = pointed_at(recorded("search_normal.json"), HOSTS, site_port)
     await stand_in.start()
     print(stand_in.port, flush=True)
-    await _wait_for_signal()
+    await wait_for_signal()
     await stand_in.stop()
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    body = {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion.chunk",
-        "created": 1767225600,
-        "model": MODEL,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-    }
-    data = b"data: " + json.dumps(body).encode() + b"\n\n"
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+    return chunk(MODEL, delta, finish)
 
 
 def _call(name: str, arguments: dict[str, str]) -> list[bytes]:
@@ -184,37 +165,21 @@ def _round(tool_results: int, site_port: int) -> list[bytes]:
 
 
 async def _serve_engine(site_port: int) -> None:
-    models = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
-    done = b"data: [DONE]\n\n"
-    tail = f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n"
-
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":")[1])
-                body = json.loads(await reader.readexactly(length)) if length else {}
+                head, body = await read_request(reader)
                 if head.startswith(b"GET"):
-                    writer.write(
-                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                        + f"Content-Length: {len(models)}\r\n\r\n".encode()
-                        + models
-                    )
+                    writer.write(models_answer(MODEL))
                     await writer.drain()
                     continue
                 results = sum(1 for m in body["messages"] if m.get("role") == "tool")
                 await asyncio.sleep(ENGINE_DELAY)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                    b"Transfer-Encoding: chunked\r\n\r\n"
-                )
+                writer.write(SSE_HEAD)
                 for piece in _round(results, site_port):
                     writer.write(piece)
                     await writer.drain()
-                writer.write(tail)
+                writer.write(SSE_END)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -224,12 +189,12 @@ async def _serve_engine(site_port: int) -> None:
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     print(server.sockets[0].getsockname()[1], flush=True)
     async with server:
-        await _wait_for_signal()
+        await wait_for_signal()
 
 
 async def _serve_fetcher(folder: Path, site_port: int) -> None:
     context = ssl.create_default_context()
-    _load_ca(folder).configure_trust(context)
+    load_ca(folder).configure_trust(context)
     # The explicit benchmark policy: the loopback site's address and port, nothing else.
     policy = Policy(ports=frozenset({site_port}), exempt=(ip_network("127.0.0.1/32"),))
     pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
@@ -250,7 +215,7 @@ async def _serve_fetcher(folder: Path, site_port: int) -> None:
             )
             await server.start()
             print(os.getpid(), flush=True)
-            await _wait_for_signal()
+            await wait_for_signal()
             await server.stop(grace=0)
     finally:
         pool.close()
@@ -269,7 +234,8 @@ class Answer:
 
 
 def _check(events: list[dict[str, Any]], text: str, done: bool) -> str:
-    kinds = [e["type"] for e in events]
+    # working events (calls started, calls ended) come around each round's calls.
+    kinds = [e["type"] for e in events if e["type"] != "working"]
     if kinds != ["searched", "searched", "read", "read", "read", "sources", "citations"]:
         return f"events {kinds}"
     if not all(e["ok"] for e in events if e["type"] == "read"):
@@ -380,18 +346,7 @@ def _reset_peak(pid: int) -> None:
 
 
 async def _spawn(*args: str) -> tuple[asyncio.subprocess.Process, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.research", *args, stdout=asyncio.subprocess.PIPE
-    )
-    assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), 60)
-    return process, line.decode().strip()
-
-
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    if process.returncode is None:
-        process.send_signal(signal.SIGTERM)
-    await process.wait()
+    return await spawn("bench.research", *args)
 
 
 @dataclass
@@ -407,9 +362,7 @@ class Level:
 async def run() -> tuple[list[Level], list[tuple[float, float]], list[tuple[float, float, float]]]:
     """Start everything, measure every level and the repeats, stop everything."""
     folder = Path(tempfile.mkdtemp(prefix="tgr", dir="/tmp"))
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(folder / "ca.pem"))
-    ca.private_key_pem.write_to_path(str(folder / "ca-key.pem"))
+    save_ca(folder)
     started: list[asyncio.subprocess.Process] = []
     gateway: asyncio.subprocess.Process | None = None
     try:
@@ -421,7 +374,7 @@ async def run() -> tuple[list[Level], list[tuple[float, float]], list[tuple[floa
         started.append(engine)
         fetcher, fetcher_pid = await _spawn("fetcher", str(folder), site_port)
         started.append(fetcher)
-        gateway_port = _free_port()
+        gateway_port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("TIGRESS_")}
         env |= {
             "TIGRESS_ENGINE_URL": f"http://127.0.0.1:{engine_port}/v1",
@@ -493,9 +446,9 @@ async def run() -> tuple[list[Level], list[tuple[float, float]], list[tuple[floa
         return levels, repeats, side
     finally:
         if gateway is not None:
-            await _stop(gateway)
+            await stop(gateway)
         for process in reversed(started):
-            await _stop(process)
+            await stop(process)
         shutil.rmtree(folder, ignore_errors=True)
 
 

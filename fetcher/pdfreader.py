@@ -12,18 +12,18 @@ memory behaviour (it aborts the process when memory runs out). A PDF gets a fres
 ``python -I`` process that loads PDFium alone, and like the render pool's, its answer
 comes back as checked JSON, never as a pickle.
 
-Memory (the fetcher unit has ``MemoryMax=1G``): a worker is capped at ``memory_bytes``
-of address space (256 MiB; a corpus PDF peaks at about 30 MiB resident), so ``workers``
-of them (2) take at most 512 MiB; the PDF bodies waiting for them are bounded by the
-downloader (``fetcher.download.Limits.pdfs_held``, 16 MiB each).
+Memory: a worker is capped at ``memory_bytes`` of address space (256 MiB; a corpus PDF
+peaks at about 30 MiB resident), so ``workers`` of them (2) take at most 512 MiB; the PDF
+bodies waiting for them are bounded by the downloader (``fetcher.download.Limits.pdfs_held``,
+16 MiB each). The fetcher unit's ``MemoryMax`` holds both beside the render workers at
+their own limits (deploy/systemd/README.md, "Memory"; tests/deploy/test_units.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-
 from fetcher.pdfresult import PdfLimits, PdfResult
 from fetcher.pdfworker import extract_pdf
+from fetcher.places import Places
 
 __all__ = ["PdfReader"]
 
@@ -45,19 +45,17 @@ class PdfReader:
         """
         self.workers = workers
         self.limits = limits if limits is not None else PdfLimits(char_limit=CRAWL_CHAR_LIMIT)
-        self._slots = asyncio.Semaphore(workers)
-        self._busy = 0
-        self._waiting = 0
+        self._places = Places(workers)
 
     @property
     def busy(self) -> int:
         """Workers reading a PDF now."""
-        return self._busy
+        return self._places.busy
 
     @property
     def waiting(self) -> int:
         """PDFs waiting for a worker."""
-        return self._waiting
+        return self._places.waiting
 
     async def read(self, data: bytes) -> PdfResult:
         """Reads one PDF in a worker of its own, once one of the ``workers`` places is free.
@@ -74,14 +72,5 @@ class PdfReader:
         or reading, cancelling the caller ends its part (the worker is killed). Proved by
         ``tests/fetcher/test_pdfreader.py``.
         """
-        self._waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self._waiting -= 1
-        self._busy += 1
-        try:
+        async with self._places.taken():
             return await extract_pdf(data, self.limits)
-        finally:
-            self._busy -= 1
-            self._slots.release()

@@ -93,7 +93,7 @@ class Settings:
         shutdown_grace_seconds: After SIGTERM, how long in-flight reads may still finish.
         crawl_concurrency: Pages of one hop fetched at once within one read.
         render_workers: Worker processes that turn pages into text (``fetcher.workers``);
-            each page gets 3 s of CPU and 640 MiB there, whatever this says.
+            each page gets 3 s of CPU and 256 MiB there, whatever this says.
         pdf_workers: PDFs read at once, each in a worker process of its own
             (``fetcher.pdfreader``: 5 s of CPU, 256 MiB, 8 s); the fetcher holds at
             most twice as many PDF bodies in memory at once.

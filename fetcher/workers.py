@@ -61,6 +61,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, ParamSpec, TypeAlias
 
 from fetcher.errors import TaskError
+from fetcher.places import Places
 
 __all__ = ["Stopped", "Wire", "WorkLimits", "WorkerPool"]
 
@@ -92,7 +93,12 @@ class WorkLimits:
     """
 
     cpu_seconds: int = 3
-    memory_bytes: int = 640 * MIB
+    # Measured (bench/memory.py): a fresh worker starts at about 50 MiB of address space;
+    # the extraction corpus's pages peak at 64 MiB at most, 2 MiB hostile pages at 100 to
+    # 200 MiB, and only a few of tiny elements (500,000 list items) need more (350 to 400
+    # MiB: stopped, like most of them already were at the CPU limit). Two workers at this
+    # cap fit the fetcher unit's MemoryMax beside the PDF workers (tests/deploy/test_units.py).
+    memory_bytes: int = 256 * MIB
     wall_seconds: float = 10.0
 
 
@@ -246,14 +252,12 @@ class WorkerPool:
         self.max_reply_bytes = max_reply_bytes
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(list(preload))
-        self._slots = asyncio.Semaphore(workers)
+        self._places = Places(workers)
         self._starting = asyncio.Lock()
         #: Workers started ahead, that have seen no task.
         self._spares: list[_Worker] = []
         self._all: set[_Worker] = set()
         self._background: set[asyncio.Task[None]] = set()
-        self._busy = 0
-        self._waiting = 0
         self._starting_spares = 0
         self._closed = False
         #: Tasks stopped so far, by ``Stopped.why``.
@@ -262,17 +266,17 @@ class WorkerPool:
     @property
     def busy(self) -> int:
         """Tasks running now."""
-        return self._busy
+        return self._places.busy
 
     @property
     def waiting(self) -> int:
         """Tasks waiting for a worker."""
-        return self._waiting
+        return self._places.waiting
 
     @property
     def saturated(self) -> bool:
         """True when every worker is busy and at least as many tasks again wait."""
-        return self._busy >= self.workers and self._waiting >= self.workers
+        return self.busy >= self.workers and self.waiting >= self.workers
 
     async def run(
         self, function: Callable[P, Wire], *args: P.args, **kwargs: P.kwargs
@@ -307,17 +311,10 @@ class WorkerPool:
         """
         if self._closed:
             raise RuntimeError("the worker pool is closed")
-        self._waiting += 1
         try:
-            await self._slots.acquire()
+            async with self._places.taken():
+                result = await self._submit(function, *args, **kwargs)
         finally:
-            self._waiting -= 1
-        self._busy += 1
-        try:
-            result = await self._submit(function, *args, **kwargs)
-        finally:
-            self._busy -= 1
-            self._slots.release()
             self._start_spares()
         if isinstance(result, Stopped):
             self.stopped[result.why] += 1
@@ -370,7 +367,7 @@ class WorkerPool:
 
     def _start_spares(self) -> None:
         """Starts workers ahead, in the background, for the places no task holds."""
-        missing = self.workers - self._busy - len(self._spares) - self._starting_spares
+        missing = self.workers - self.busy - len(self._spares) - self._starting_spares
         for _ in range(max(0, missing) if not self._closed else 0):
             self._starting_spares += 1
             self._in_background(self._start_spare())

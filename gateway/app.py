@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fetcher.client import DEFAULT_TIMEOUT as FETCH_TIMEOUT
 from fetcher.client import FetcherClient
-from gateway import fetch_rules, handlers, prompts
+from gateway import fetch_rules, handlers
 from gateway import searxng as searxng_client
 from gateway.access import MCP_PATH, Access, KeyLimits
 from gateway.auth import KeyChecker
@@ -327,7 +327,7 @@ def _mcp_endpoint(
         sessions,
         # Over MCP no user messages reach the gateway: rule 1 allows only the session's
         # search results, and the fetch tool says so.
-        descriptions={fetch_rules.NAME: prompts.FETCH_DESCRIPTION_MCP},
+        schemas={fetch_rules.NAME: fetch_rules.MCP_SCHEMA},
         tool_timeout=settings.timeouts.tool,
         metrics=metrics,
         slots=slots,

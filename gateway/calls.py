@@ -166,6 +166,7 @@ def vet_call(
     offered: Sequence[str],
     required: Mapping[str, Sequence[str]],
     seen: set[str],
+    scope: prompts.Scope = prompts.Scope.ANSWER,
 ) -> VettedCall:
     """Decide whether one call runs.
 
@@ -175,6 +176,7 @@ def vet_call(
         required: Required argument names per tool.
         seen: Keys of calls already run in this answer; the key of a call that will run
             is added, so a repeat inside the same round is caught too.
+        scope: What ``seen`` belongs to (an answer, or an MCP session), for the message.
 
     Returns:
         The vetted call, with the model-facing message when it does not run.
@@ -234,7 +236,13 @@ def vet_call(
     key = call_key(raw.name, decoded)
     if key in seen:
         return VettedCall(
-            call_id, raw.name, decoded, text, CallVerdict.DUPLICATE, prompts.DUPLICATE_CALL, key
+            call_id,
+            raw.name,
+            decoded,
+            text,
+            CallVerdict.DUPLICATE,
+            prompts.DUPLICATE_CALL.format(scope=scope),
+            key,
         )
     seen.add(key)
     return VettedCall(call_id, raw.name, decoded, text, CallVerdict.RUN, "", key)

@@ -139,7 +139,8 @@ class EngineClient:
         Raises:
             EngineStatusError: The engine answered with an error status.
             EngineStreamError: The engine sent an error event inside the stream, or an
-                event larger than `MAX_EVENT_BYTES`.
+                event larger than `MAX_EVENT_BYTES` (a line, or ``data:`` lines without
+                the blank line that ends an event).
             EngineUnreachableError: No connection, or it broke.
             EngineTimeoutError: The engine went quiet past the timeout.
         """
@@ -151,59 +152,17 @@ class EngineClient:
                 decoder = SSEDecoder()
                 pending = b""
                 while data := await exchange.read():
-                    pending += data
-                    # Fast path: whole events that are one "data: {...}" line each, the
-                    # way every engine writes them; anything else goes line by line
-                    # through the decoder.
-                    cut = pending.rfind(b"\n\n") + 2 if b"\r" not in pending else 0
-                    if cut > 1 and decoder.idle:
-                        events, pending = pending[:cut], pending[cut:]
-                        _bounded(pending)
-                        for block in events.split(b"\n\n"):
-                            if not block:
-                                continue
-                            if block.startswith(b"data: {") and b"\n" not in block:
-                                try:
-                                    payload = json.loads(block[6:])
-                                except (ValueError, RecursionError):
-                                    continue
-                                if "error" in payload:
-                                    raise EngineStreamError(error_from_payload(payload)[0])
-                                yield parse_chunk(payload)
-                                continue
-                            if block == b"data: [DONE]":
-                                await _finish(exchange)
-                                return
-                            for line in (*block.split(b"\n"), b""):
-                                event = decoder.feed(line.decode("utf-8", "replace"))
-                                if event is None:
-                                    continue
-                                for chunk in _chunks(event):
-                                    if chunk is None:
-                                        await _finish(exchange)
-                                        return
-                                    yield chunk
-                        continue
-                    lines = pending.split(b"\n")
-                    pending = lines.pop()
-                    _bounded(pending)
-                    for line in lines:
-                        event = decoder.feed(line.rstrip(b"\r").decode("utf-8", "replace"))
-                        if event is None:
-                            continue
-                        for chunk in _chunks(event):
-                            if chunk is None:
-                                await _finish(exchange)
-                                return
-                            yield chunk
-                if pending:
-                    decoder.feed(pending.rstrip(b"\r").decode("utf-8", "replace"))
-                event = decoder.close()
-                if event is not None:
-                    for chunk in _chunks(event):
+                    chunks, pending = _whole(pending + data, decoder)
+                    for chunk in chunks:
                         if chunk is None:
+                            await _finish(exchange)
                             return
                         yield chunk
+                    bounded(len(pending) + decoder.held)
+                for chunk in _last(pending, decoder):
+                    if chunk is None:
+                        return
+                    yield chunk
         finally:
             exchange.close()
 
@@ -285,16 +244,70 @@ def _status_error(status: int, raw: bytes, relayed: EngineBody | None) -> Engine
     return EngineStatusError(status, {"error": error}, message, relayed=relayed)
 
 
-def _bounded(unfinished: bytes) -> None:
+def bounded(unfinished: int) -> None:
     """Refuse an event (or line) that is not finished past `MAX_EVENT_BYTES`.
+
+    Args:
+        unfinished: Bytes (or characters) of the event held while it is not finished.
 
     Raises:
         EngineStreamError: The engine's unfinished event is too large to hold.
     """
-    if len(unfinished) > MAX_EVENT_BYTES:
+    if unfinished > MAX_EVENT_BYTES:
         raise EngineStreamError(
             f"The model engine sent an event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MiB."
         )
+
+
+def _whole(pending: bytes, decoder: SSEDecoder) -> tuple[Iterator[EngineChunk | None], bytes]:
+    """The chunks of what is whole in ``pending`` (None for ``[DONE]``), and the rest.
+
+    Fast path: whole events that are one ``data: {...}`` line each, the way every engine
+    writes them; anything else goes line by line through the decoder. The chunks are
+    made as they are taken, so the ones before an error event still reach the caller.
+    """
+    cut = pending.rfind(b"\n\n") + 2 if b"\r" not in pending else 0
+    if cut > 1 and decoder.idle:
+        return _events(pending[:cut], decoder), pending[cut:]
+    lines = pending.split(b"\n")
+    rest = lines.pop()
+    return _lines(lines, decoder), rest
+
+
+def _events(events: bytes, decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
+    for block in events.split(b"\n\n"):
+        if not block:
+            continue
+        if block.startswith(b"data: {") and b"\n" not in block:
+            try:
+                payload = json.loads(block[6:])
+            except (ValueError, RecursionError):
+                continue
+            if "error" in payload:
+                raise EngineStreamError(error_from_payload(payload)[0])
+            yield parse_chunk(payload)
+        elif block == b"data: [DONE]":
+            yield None
+            return
+        else:
+            yield from _lines([*block.split(b"\n"), b""], decoder)
+
+
+def _lines(lines: list[bytes], decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
+    for line in lines:
+        event = decoder.feed(line.rstrip(b"\r").decode("utf-8", "replace"))
+        if event is not None:
+            yield from _chunks(event)
+
+
+def _last(pending: bytes, decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
+    """The end of the body: its last line without a line end, and an event without the
+    blank line after it."""
+    if pending:
+        yield from _lines([pending], decoder)
+    event = decoder.close()
+    if event is not None:
+        yield from _chunks(event)
 
 
 async def _finish(exchange: EngineExchange) -> None:

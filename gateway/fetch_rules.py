@@ -51,6 +51,22 @@ SCHEMA: dict[str, Any] = {
         },
     },
 }
+#: The entry listed over MCP, where no user messages reach the gateway: rule 1 allows only
+#: the hosts of the session's own search results, and the descriptions say so.
+MCP_SCHEMA: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": NAME,
+        "description": prompts.FETCH_DESCRIPTION_MCP,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "url": {"type": "string", "description": prompts.FETCH_URL_DESCRIPTION_MCP},
+            },
+            "required": ["url"],
+        },
+    },
+}
 
 #: Reasons that are refusals by a rule (the tool-call outcome ``refused``), not failures.
 REFUSALS = frozenset(
@@ -79,11 +95,13 @@ class ReadProblem(enum.StrEnum):
     BUDGET = "budget"  # the page budget was spent: the fetcher was not asked
 
 
-def read_url(arguments: Mapping[str, Any]) -> str | ArgumentProblem:
+def read_url(
+    arguments: Mapping[str, Any], scope: prompts.Scope = prompts.Scope.ANSWER
+) -> str | ArgumentProblem:
     """The ``url`` argument, trimmed; a problem when there is none or it is too long."""
     url = arguments.get("url")
     if not isinstance(url, str) or not url.strip():
-        return ArgumentProblem(prompts.FETCH_NO_URL)
+        return ArgumentProblem(prompts.FETCH_NO_URL.format(scope=scope))
     url = url.strip()
     if len(url.encode()) > MAX_URL_BYTES:
         return ArgumentProblem(prompts.FETCH_URL_TOO_LONG.format(most=MAX_URL_BYTES))
@@ -172,6 +190,7 @@ def tool_text(
     *,
     problem: ReadProblem | None = None,
     detail: str = "",
+    scope: prompts.Scope = prompts.Scope.ANSWER,
 ) -> str:
     """The tool message (without the budget trailer, which the loop adds).
 
@@ -187,6 +206,7 @@ def tool_text(
         ledger: The answer's ledger.
         problem: Why the read ended without a report, if it did.
         detail: The fetcher client's explanation of ``problem``.
+        scope: What the ledger belongs to (an answer, or an MCP session), for the words.
 
     # Security
     SPEC 5: every page's text is preceded by the label saying it is untrusted data, and
@@ -195,11 +215,11 @@ def tool_text(
     ``tests/gateway/research/test_fetch_text.py``.
     """
     if problem is not None and not pages:
-        return _problem_line(problem, url, detail)
+        return _problem_line(problem, url, detail, scope)
     if not pages and failures:
         first = failures[0]
         return prompts.FIRST_PAGE_NOT_READ.format(
-            url=first.url, reason=prompts.reason_words(first.reason)
+            url=first.url, reason=prompts.reason_words(first.reason, scope)
         )
     blocks: list[str] = []
     for page in pages:
@@ -214,21 +234,23 @@ def tool_text(
         # as untrusted as its text.
         blocks.append(f"{label}\n{heading}\n{page.text.strip()}")
     lines = [
-        prompts.PAGE_NOT_READ.format(url=failure.url, reason=prompts.reason_words(failure.reason))
+        prompts.PAGE_NOT_READ.format(
+            url=failure.url, reason=prompts.reason_words(failure.reason, scope)
+        )
         for failure in failures
     ]
     if problem is not None:
-        lines.append(_problem_line(problem, url, detail))
+        lines.append(_problem_line(problem, url, detail, scope))
     if lines:
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def _problem_line(problem: ReadProblem, url: str, detail: str) -> str:
+def _problem_line(problem: ReadProblem, url: str, detail: str, scope: prompts.Scope) -> str:
     if problem is ReadProblem.UNAVAILABLE:
         return prompts.FETCH_UNAVAILABLE.format(url=url)
     if problem is ReadProblem.BUSY:
-        return prompts.FETCH_BUSY.format(url=url)
+        return prompts.FETCH_BUSY.format(url=url, scope=scope)
     if problem is ReadProblem.TIMEOUT:
         return prompts.FETCH_TIMEOUT.format(url=url)
     return prompts.FETCH_FAILED.format(url=url, detail=one_line(detail, 200) or "no detail")

@@ -65,6 +65,7 @@ async def fetch_page(
     user_text: str,
     request_id: str = "",
     deadline: float | None = None,
+    scope: prompts.Scope = prompts.Scope.ANSWER,
 ) -> AsyncGenerator[Read | FetchDone, None]:
     """Run one call: one ``Read`` event per page as it is done, then ``FetchDone``.
 
@@ -80,8 +81,10 @@ async def fetch_page(
         user_text: The user's messages (the hosts of their addresses are allowed).
         request_id: Ties the fetcher's log records to this request (``[A-Za-z0-9._:-]``).
         deadline: Seconds the read may take (the client's default when None).
+        scope: What the ledger and budgets belong to (an answer, or an MCP session), for
+            the words of the tool text.
     """
-    url = read_url(arguments)
+    url = read_url(arguments, scope)
     if isinstance(url, ArgumentProblem):
         yield FetchDone(url.message, "error")
         return
@@ -129,7 +132,7 @@ async def fetch_page(
         # The report's order (breadth first, as found) numbers the sources, not the
         # order the pages happened to finish in.
         pages, failures = list(report.pages), list(report.failures)
-    text = tool_text(plan.url, pages, failures, ledger, problem=problem, detail=detail)
+    text = tool_text(plan.url, pages, failures, ledger, problem=problem, detail=detail, scope=scope)
     unread = None
     if problem is not None and not pages and not failures:
         unread = unread_event(plan.url, problem)

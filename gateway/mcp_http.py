@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -234,7 +233,6 @@ class McpEndpoint:
             max_sessions=None,
             max_request_body_size=max_body_bytes,
         )
-        self._group: TaskGroup | None = None
         #: Set at the end of the shutdown grace period (from the drain's timer callback).
         self._cut = asyncio.Event()
 
@@ -242,7 +240,6 @@ class McpEndpoint:
     async def running(self) -> AsyncIterator[None]:
         """Serve sessions for the block (the app's lifespan); end them all afterwards."""
         async with self._manager.run(), anyio.create_task_group() as group:
-            self._group = group
             self._drain.add(self)
             group.start_soon(self._expire_idle)
             group.start_soon(self._end_at_cut)
@@ -251,7 +248,6 @@ class McpEndpoint:
             finally:
                 self._drain.discard(self)
                 await self._end_all("shutdown")
-                self._group = None
                 group.cancel_scope.cancel()
 
     def interrupt(self, error: ShuttingDownError) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.ledger import BudgetCounter, Ledger
+from gateway.prompts import Scope
 from gateway.settings import Budgets
 from gateway.tools import ToolContext
 
@@ -155,7 +156,7 @@ class McpSessions:
         session = McpSession(
             session_id=session_id,
             key=ticket.key,
-            context=ToolContext(Ledger(), budgets, user_text=""),
+            context=ToolContext(Ledger(), budgets, user_text="", scope=Scope.SESSION),
             idle_since=self._clock(),
         )
         self._sessions[session_id] = session

@@ -5,9 +5,10 @@
 session's `gateway.tools.ToolContext` (`gateway.mcp_sessions`). Over MCP:
 
 - ``tools/list`` gives each tool's name, description and JSON schema as the chat loop
-  offers them, with one exception: a description may be replaced for MCP (the fetch
-  tool's says that only this session's search results can be opened, since no user
-  messages reach the gateway).
+  offers them, with one exception: a tool's entry may be replaced for MCP (the fetch
+  tool's descriptions say that only this session's search results can be opened, since
+  no user messages reach the gateway). The tools' own texts say "session" where the chat
+  loop's say "answer" (`gateway.prompts.Scope`, from the session's ToolContext).
 - ``tools/call`` is vetted like a call of the chat loop (`gateway.calls.vet_call`:
   required arguments, a repeat of a call already run in the session is not run again),
   holds one of the key's concurrent chats and one of the gateway's chat slots while it
@@ -113,7 +114,7 @@ class McpTools:
         tools: ToolBox,
         sessions: McpSessions,
         *,
-        descriptions: Mapping[str, str],
+        schemas: Mapping[str, Mapping[str, Any]],
         tool_timeout: float,
         metrics: GatewayMetrics,
         slots: ChatSlots,
@@ -124,7 +125,8 @@ class McpTools:
         """Args:
         tools: The tools offered (the chat loop's own objects).
         sessions: The open sessions (ledger, budgets, calls seen).
-        descriptions: Tool descriptions replaced over MCP, by tool name.
+        schemas: Tools entries (``{"type": "function", "function": {...}}``) listed over
+            MCP instead of the tool's own, by tool name.
         tool_timeout: Seconds one call may run (the chat loop's ``tool`` timeout).
         metrics: The gateway's metric families.
         slots: The gateway-wide chat slots (a running call holds one).
@@ -134,7 +136,7 @@ class McpTools:
         """
         self._tools = tools
         self._sessions = sessions
-        self._descriptions = dict(descriptions)
+        self._schemas = dict(schemas)
         self._timeout = tool_timeout
         self._metrics = metrics
         self._slots = slots
@@ -161,11 +163,10 @@ class McpTools:
         return [tool for name in self._tools.names if (tool := self._tools.get(name)) is not None]
 
     def _describe(self, tool: Tool) -> types.Tool:
-        function = tool.schema.get("function", {})
-        description = self._descriptions.get(tool.name, function.get("description"))
+        function = self._schemas.get(tool.name, tool.schema).get("function", {})
         return types.Tool(
             name=tool.name,
-            description=description,
+            description=function.get("description"),
             input_schema=dict(function.get("parameters") or {"type": "object"}),
             # Both research tools only read; what they read is the open web.
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=True),
@@ -202,6 +203,7 @@ class McpTools:
             offered=self._tools.names,
             required={tool.name: self._tools.required_arguments(tool.name)},
             seen=session.seen,
+            scope=session.context.scope,
         )
         if vetted.verdict is not CallVerdict.RUN:
             return self._answer(session, tool.name, vetted.message, vetted.verdict.value)

@@ -1,10 +1,21 @@
 """Every string the model reads (SPEC section 5), and the few the user reads.
 
 The wording is part of the interface: tests and operators rely on it, so change it here
-and only here. Placeholders use ``str.format`` names.
+and only here. Placeholders use ``str.format`` names; ``{scope}`` is a `Scope`.
 """
 
 from __future__ import annotations
+
+import enum
+
+
+class Scope(enum.StrEnum):
+    """What one ledger and one pair of budgets belong to, as the model reads it: an answer
+    of the chat loop, or an MCP session (many calls, no user messages)."""
+
+    ANSWER = "answer"
+    SESSION = "session"
+
 
 # --- Read by the model --------------------------------------------------------------
 
@@ -55,9 +66,9 @@ PAGE_BUDGET_SPENT = (
     "The page budget is spent ({limit} pages read); nothing was read. Answer from what you have."
 )
 
-#: Tool result of a call that repeats one already run in this answer.
+#: Tool result of a call that repeats one already run in this answer (or MCP session).
 DUPLICATE_CALL = (
-    "This exact call was already run in this answer, so it was not run again; its result is "
+    "This exact call was already run in this {scope}, so it was not run again; its result is "
     "above. Use what you have, or make a different call."
 )
 #: Tool result of a call to a tool that is not offered.
@@ -235,15 +246,16 @@ FETCH_UNAVAILABLE = (
 #: The fetcher runs its maximum of reads (RESOURCE_EXHAUSTED).
 FETCH_BUSY = (
     "The page reader is busy with other reads, so {url} was not read. Try again later in "
-    "this answer, or answer from what you have."
+    "this {scope}, or answer from what you have."
 )
 #: Any other failure of the read itself.
 FETCH_FAILED = (
     "The page reader failed ({detail}), so {url} was not read. The operator should look at "
     "the fetcher's log."
 )
+#: A call without a usable ``url``.
 FETCH_NO_URL = (
-    "fetch_page_content_recursive needs url: an https address from this answer's search "
+    "fetch_page_content_recursive needs url: an https address from this {scope}'s search "
     "results. Nothing was read."
 )
 FETCH_URL_TOO_LONG = "The address is longer than {most} bytes. Nothing was read."
@@ -257,6 +269,7 @@ FETCH_DESCRIPTION_MCP = (
     "Read a web page as plain text, following the page's own links up to two hops. Only an "
     "https address from this session's web_search results can be opened: search first."
 )
+FETCH_URL_DESCRIPTION_MCP = "An https address from this session's web_search results"
 #: The server's instructions at initialize (read by the client's model or its user).
 MCP_INSTRUCTIONS = (
     "Tigress searches the web through its operator's SearXNG and reads pages through a "
@@ -284,7 +297,7 @@ REASON_WORDS: dict[str, str] = {
     "port": "only the standard https port (443) can be opened",
     "userinfo": "addresses with a user name or password cannot be opened",
     "malformed": "the address is not well formed",
-    "not_in_answer": "not in this answer's search results",
+    "not_in_answer": "not in this {scope}'s search results",
     "not_public": "the address is not on the public internet",
     "dns": "the name does not resolve",
     "connect": "the server could not be reached",
@@ -300,6 +313,7 @@ REASON_WORDS: dict[str, str] = {
 }
 
 
-def reason_words(reason: str) -> str:
+def reason_words(reason: str, scope: Scope = Scope.ANSWER) -> str:
     """The plain words for a fetcher reason; the word itself when it is a new one."""
-    return REASON_WORDS.get(reason, reason)
+    words = REASON_WORDS.get(reason)
+    return reason if words is None else words.format(scope=scope)

@@ -8,6 +8,8 @@ keeps its body as it came: the writer answers with the engine's status, body, co
 type and ``Retry-After``, byte for byte (SPEC 2: the same errors). Two repairs:
 llama-server's old ``error:`` field becomes a standard ``data: {"error": ...}`` event
 (clients drop the old field silently), and a stream that ends without ``[DONE]`` gets it.
+An event is held only until its blank line comes: one that grows past
+`gateway.engine.MAX_EVENT_BYTES` without it is an engine error, as in the Web loop.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 
 from gateway import sse
-from gateway.engine import EngineClient, engine_errors, error_from_payload, status_error
+from gateway.engine import (
+    EngineClient,
+    bounded,
+    engine_errors,
+    error_from_payload,
+    status_error,
+)
 from gateway.engine_http import EngineExchange
 from gateway.events import Raw
 from gateway.settings import EngineSettings
@@ -35,6 +43,8 @@ async def relay(response: EngineExchange, engine: EngineSettings) -> AsyncGenera
     Raises:
         EngineError: The stream broke or went quiet (a partial event still buffered is
             dropped: a cut JSON line would reach the client as a broken chunk).
+        EngineStreamError: An event grew past `gateway.engine.MAX_EVENT_BYTES` without
+            its blank line: an engine that never ends one is not held in memory.
     """
     buffer = b""
     done = False
@@ -43,8 +53,10 @@ async def relay(response: EngineExchange, engine: EngineSettings) -> AsyncGenera
             buffer = buffer + part if buffer else part
             cut = sse.boundary(buffer)
             if not cut:
+                bounded(len(buffer))
                 continue
             events, buffer = buffer[:cut], buffer[cut:]
+            bounded(len(buffer))
             if sse.has_old_errors(events):
                 events = sse.repair_old_errors(events, _repair)
             done = done or _is_done(events)

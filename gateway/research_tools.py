@@ -131,6 +131,7 @@ class FetchPages:
                 budgets=context.budgets,
                 user_text=context.user_text,
                 deadline=max(left, 0.001),
+                scope=context.scope,
             )
             async with aclosing(reads):
                 async for item in reads:

@@ -51,6 +51,7 @@ class SSEDecoder:
         self._data: list[str] = []
         self._error: list[str] = []
         self._event = ""
+        self._held = 0
 
     def feed(self, line: str) -> SSEEvent | None:
         """Take one line; return an event when a blank line completes one."""
@@ -63,8 +64,10 @@ class SSEDecoder:
             value = value[1:]
         if name == "data":
             self._data.append(value)
+            self._held += len(value) + 1
         elif name == "error":
             self._error.append(value)
+            self._held += len(value) + 1
         elif name == "event":
             self._event = value
         return None
@@ -74,13 +77,20 @@ class SSEDecoder:
         return self._dispatch()
 
     @property
+    def held(self) -> int:
+        """Characters of the unfinished event held (its ``data`` and ``error`` lines): an
+        engine that never sends the blank line would make it grow without end, so the
+        caller bounds it."""
+        return self._held
+
+    @property
     def idle(self) -> bool:
         """Nothing of an event is held (the next line starts a new one)."""
         return not (self._data or self._error or self._event)
 
     def _dispatch(self) -> SSEEvent | None:
         data, error, event = self._data, self._error, self._event
-        self._data, self._error, self._event = [], [], ""
+        self._data, self._error, self._event, self._held = [], [], "", 0
         if error:
             return SSEEvent("\n".join(error), error=True)
         if data:

@@ -60,11 +60,14 @@ class ToolContext:
         budgets: The answer's search and page budgets (take before spending).
         user_text: The text of the user's messages, joined: the fetch tool allows the
             hosts of addresses written there (rule 1).
+        scope: What the ledger and budgets belong to, in the tools' words: an answer of
+            the chat loop, or an MCP session.
     """
 
     ledger: Ledger
     budgets: BudgetCounter
     user_text: str = ""
+    scope: prompts.Scope = prompts.Scope.ANSWER
 
 
 @dataclass(frozen=True, slots=True)

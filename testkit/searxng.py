@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from testkit.server import LoopbackServer, parse_head
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "searxng"
 
 
@@ -102,7 +104,7 @@ def pointed_at(served: Served, hosts: Mapping[str, str], port: int) -> Served:
     return dataclasses.replace(served, body=json.dumps(document).encode())
 
 
-class SearxngStandIn:
+class SearxngStandIn(LoopbackServer):
     """An HTTP server on 127.0.0.1 answering ``/search`` and ``/healthz`` as SearXNG does.
 
     ``answers`` maps a ``q`` value to its answer; other queries get ``default``. With
@@ -111,6 +113,7 @@ class SearxngStandIn:
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.answers: dict[str, Served] = {}
         self.hold_until = 0
         self._arrived = asyncio.Condition()
@@ -119,10 +122,6 @@ class SearxngStandIn:
         self.asked: list[Asked] = []
         #: Hanging searches whose caller closed the connection (it gave up or was cancelled).
         self.abandoned = 0
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def url(self) -> str:
@@ -133,49 +132,15 @@ class SearxngStandIn:
         """The ``q`` of every search received, in order."""
         return [asked.params.get("q", "") for asked in self.asked if asked.path == "/search"]
 
-    async def start(self) -> None:
-        """Listen on an ephemeral port of 127.0.0.1."""
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        """Stop listening, drop connections, end handlers (hanging ones too)."""
-        if self._server is not None:
-            self._server.close()
-        for writer in list(self._writers):
-            writer.transport.abort()
-        for task in list(self._handlers):
-            task.cancel()
-        for task in list(self._handlers):
-            with contextlib.suppress(BaseException):
-                await task
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        self._writers.add(writer)
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                asked = _parse(head)
-                self.asked.append(asked)
-                await self._answer(asked, reader, writer)
-        except (ConnectionError, asyncio.CancelledError):
-            return
-        finally:
-            self._handlers.discard(task)
-            self._writers.discard(writer)
-            writer.close()
-
-    async def _answer(
-        self, asked: Asked, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def answer(
+        self,
+        head: bytes,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        connection: int,
+    ) -> bool:
+        asked = _parse(head)
+        self.asked.append(asked)
         if asked.path == "/search":
             served = self.answers.get(asked.params.get("q", ""), self.default)
             async with self._arrived:
@@ -193,30 +158,25 @@ class SearxngStandIn:
             await asyncio.Event().wait()
         if served.delay:
             await asyncio.sleep(served.delay)
-        head = [
+        lines = [
             f"HTTP/1.1 {served.status} Status",
             f"Content-Type: {served.content_type}",
             f"Content-Length: {len(served.body)}",
         ]
         if served.server_timing is not None:
-            head.append(f"Server-Timing: {served.server_timing}")
-        head += [f"{name}: {value}" for name, value in served.headers]
+            lines.append(f"Server-Timing: {served.server_timing}")
+        lines += [f"{name}: {value}" for name, value in served.headers]
         body = served.body[: len(served.body) // 2] if served.cut else served.body
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
         await writer.drain()
         if served.cut:
             writer.transport.abort()
             raise ConnectionResetError
+        return True
 
 
 def _parse(head: bytes) -> Asked:
-    lines = head.decode("latin-1").split("\r\n")
-    _method, target, _version = lines[0].split(" ", 2)
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if line:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
+    _method, target, headers = parse_head(head)
     parts = urlsplit(target)
     params = {
         key: values[-1] for key, values in parse_qs(parts.query, keep_blank_values=True).items()

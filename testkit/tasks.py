@@ -90,3 +90,11 @@ def limits() -> Wire:
 def crash() -> None:
     """Ends the worker the way a native library's bug does."""
     os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def address_space() -> int:
+    """The worker's address space now (``VmSize``), in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    return 0

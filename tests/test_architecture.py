@@ -115,3 +115,38 @@ def test_the_scan_would_see_a_loosened_download_limit(tmp_path: Path) -> None:
         "c = Limits(**x)\nd = Limits(5)\n"
     )
     assert calls_with_arguments(sample, "Limits", allowed=CONFIGURABLE_LIMITS) == [2, 3, 4]
+
+
+def module_map(title: str) -> list[str]:
+    """The names at line starts of the module map under ``## {title}`` in ARCHITECTURE.md."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    section = text.split(f"\n## {title}", 1)[1].split("\n## ", 1)[0]
+    names, inside = [], False
+    for line in section.splitlines():
+        if line.startswith("```"):
+            inside = not inside
+        elif inside and line[:1].isalnum():
+            names.append(line.split()[0])
+    return names
+
+
+@pytest.mark.parametrize("package", ["fetcher", "gateway", "testkit", "bench"])
+def test_the_module_map_names_every_module_once_and_nothing_else(package: str) -> None:
+    names = module_map(f"{package}/")
+    files = sorted(p.name for p in (ROOT / package).glob("*.py") if p.name != "__init__.py")
+    # A line may name a module and the entry point that only calls it (cli.py, __main__.py).
+    listed = sorted(name for name in names if name.endswith(".py"))
+    assert sorted(set(files) - {"__main__.py"} - set(listed)) == []
+    assert sorted(set(listed) - set(files)) == []
+    assert len(listed) == len(set(listed))
+
+
+def test_the_module_map_names_every_test_module() -> None:
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    tests = ROOT / "tests"
+    missing = [
+        str(p.relative_to(ROOT))
+        for p in tests.rglob("*.py")
+        if p.name != "__init__.py" and p.name not in text
+    ]
+    assert missing == []

@@ -198,7 +198,9 @@ async def test_a_busy_fetcher_is_a_clear_result(
             release.set()
             await holder
     assert answer.text == "Later."
-    assert last_tool_message(world, 2).startswith(prompts.FETCH_BUSY.format(url=guide))
+    assert last_tool_message(world, 2).startswith(
+        prompts.FETCH_BUSY.format(url=guide, scope="answer")
+    )
 
 
 async def test_a_read_past_its_deadline_ends_inside_the_tool_timeout(

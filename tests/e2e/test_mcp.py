@@ -125,7 +125,12 @@ async def test_tools_have_the_chat_loops_schemas_and_the_fetch_tool_says_rule_1_
     assert "this session's web_search results" in prompts.FETCH_DESCRIPTION_MCP
     assert listed[FETCH].input_schema == {
         "type": "object",
-        "properties": {"url": {"type": "string", "description": prompts.FETCH_URL_DESCRIPTION}},
+        "properties": {
+            "url": {
+                "type": "string",
+                "description": "An https address from this session's web_search results",
+            }
+        },
         "required": ["url"],
     }
     for tool in listed.values():
@@ -185,7 +190,7 @@ async def test_a_host_outside_the_sessions_results_is_refused_not_in_answer(
         after = await client.call_tool(FETCH, {"url": elsewhere})
 
     def refusal(url: str) -> str:
-        reason = prompts.reason_words(Reason.NOT_IN_ANSWER)
+        reason = prompts.reason_words(Reason.NOT_IN_ANSWER, prompts.Scope.SESSION)
         return prompts.FIRST_PAGE_NOT_READ.format(url=url, reason=reason)
 
     # A refusal is an answer for the model, not a failed call.
@@ -237,7 +242,7 @@ async def test_two_sessions_share_neither_ledger_nor_budgets(
         read = await first.call_tool(FETCH, {"url": start})
 
     assert text_of(refused).endswith(f"\n{TRAILER_START}")
-    assert "not in this answer's search results" in text_of(refused)
+    assert "not in this session's search results" in text_of(refused)
     # Its own search numbers from 1 and spends its own budget.
     assert f"[1] Kettle descaling guide — {start}" in text_of(own)
     assert text_of(own).endswith("\nSearches used 1 of 16; pages read 0 of 12")
@@ -253,8 +258,10 @@ async def test_a_repeated_call_is_not_run_again_in_the_session(
         again = await client.call_tool(SEARCH, {"query": "  Kettle   DESCALE "})
     assert not again.is_error
     assert text_of(again) == (
-        f"{prompts.DUPLICATE_CALL}\nSearches used 1 of 16; pages read 0 of 12"
+        f"{prompts.DUPLICATE_CALL.format(scope='session')}\n"
+        "Searches used 1 of 16; pages read 0 of 12"
     )
+    assert text_of(again).startswith("This exact call was already run in this session,")
     assert world.searxng.searches() == ["kettle descale"]
 
 
@@ -526,6 +533,17 @@ async def test_a_call_that_cannot_run_is_an_error_and_an_unknown_tool_a_protocol
     assert unknown.value.error.message == "Unknown tool: run_shell"
     labels = {"interface": "mcp", "tool": SEARCH, "outcome": "missing_arguments"}
     assert gateway.metric("tigress_gateway_tool_calls", labels) == 1
+
+
+async def test_the_fetch_tools_words_speak_of_the_session(world: World, gateway: Gateway) -> None:
+    # Over MCP the sources belong to the session, not to an answer (the chat loop's words).
+    async with connect(gateway.url) as client:
+        empty = await client.call_tool(FETCH, {"url": "  "})
+    assert empty.is_error
+    assert text_of(empty) == (
+        "fetch_page_content_recursive needs url: an https address from this session's search "
+        f"results. Nothing was read.\n{TRAILER_START}"
+    )
 
 
 async def test_a_body_past_the_limit_is_refused_before_the_sdk_reads_it(

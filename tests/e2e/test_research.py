@@ -364,7 +364,9 @@ async def test_a_repeated_call_is_not_run_again(
     assert [r.target for r in world.origin.requests] == ["/kettle/descale"]
     assert len(answer.of_type("searched")) == len(answer.of_type("read")) == 1
     again = [m for m in world.engine.chats[3]["messages"] if m["role"] == "tool"][-2:]
-    assert all(m["content"].startswith(prompts.DUPLICATE_CALL) for m in again)
+    assert all(
+        m["content"].startswith(prompts.DUPLICATE_CALL.format(scope="answer")) for m in again
+    )
     assert again[-1]["content"].endswith("Searches used 1 of 16; pages read 1 of 12")
     assert (
         gateway.metric(

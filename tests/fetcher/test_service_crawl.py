@@ -9,54 +9,50 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
-import json
+import dataclasses
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 import pytest
-from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import FetcherClient
-from fetcher.crawl import Crawler
-from fetcher.download import Downloader, Limits
-from fetcher.journal import FetchLog, JsonLinesSink
-from fetcher.metrics import Metrics, exposition
+from fetcher.download import Limits
+from fetcher.metrics import exposition
 from fetcher.policy import Policy
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
-from fetcher.resolver import Resolver, StaticResolver
-from fetcher.server import SERVICE_NAME, FetcherServer, fetch_observer
+from fetcher.server import SERVICE_NAME, FetcherServer
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
 from fetcher.workers import WorkerPool
 from testkit import tasks
 from testkit.fetcher import running_fetcher, unix_settings
 from testkit.hostile import nested_landmarks
-from testkit.origin import NAMES, Origin, Reply, html, redirect
+from testkit.origin import Origin, Reply, html, redirect
 from tests.fetcher.pdfmaker import make_pdf
-
-EXTRA_NAMES = {
-    "private.test": ["10.0.0.7"],  # rule 2: not public
-    "untrusted.test": ["127.0.0.1"],  # not in the origin's certificate: TLS fails
-}
+from tests.support.fetcher_service import FetcherService
+from tests.support.fetcher_service import running_fetcher as running_service
 
 #: A PDF whose only page is a drawing: no text layer.
 SCAN = make_pdf([[]])
 
 
+@dataclasses.dataclass
 class Fetcher:
-    """A running fetcher service wired like production, with the test policy."""
+    """A running fetcher service wired like production, and a client with the production
+    deadline."""
 
-    def __init__(self, server: FetcherServer, client: FetcherClient, log: io.StringIO) -> None:
-        self.server = server
-        self.client = client
-        self.log = log
+    service: FetcherService
+    client: FetcherClient
+
+    @property
+    def server(self) -> FetcherServer:
+        return self.service.server
 
     def records(self) -> list[dict[str, object]]:
-        return [json.loads(line) for line in self.log.getvalue().splitlines()]
+        return self.service.records()
 
 
 @contextlib.asynccontextmanager
@@ -66,30 +62,20 @@ async def wired_fetcher(
     ssl_context: ssl.SSLContext,
     pool: WorkerPool,
     *,
-    resolver: Resolver | None = None,
     max_bytes: int = 64 * 1024,
 ) -> AsyncIterator[Fetcher]:
     """The service as ``fetcher serve`` builds it, with test parts at the seams we own."""
-    log = io.StringIO()
-    metrics = Metrics(CollectorRegistry())
-    metrics.watch_pool(pool)
-    if resolver is None:
-        resolver = StaticResolver({**{name: ["127.0.0.1"] for name in NAMES}, **EXTRA_NAMES})
-    async with Downloader(
-        policy=policy,
-        resolver=resolver,
-        ssl_context=ssl_context,
-        limits=Limits(page_timeout=2.0, max_bytes=max_bytes),
-        observer=(observer := fetch_observer(FetchLog(JsonLinesSink(log)), metrics)),
-    ) as downloader:
-        settings = unix_settings(sock_dir, shutdown_grace_seconds=1.0)
-        reader = Crawler(downloader=downloader, pool=pool, observer=observer)
-        async with running_fetcher(settings, reader, metrics=metrics, pool=pool) as server:
-            client = FetcherClient(settings.listen[0].target)  # the production deadline
-            try:
-                yield Fetcher(server, client, log)
-            finally:
-                await client.close()
+    async with (
+        running_service(
+            sock_dir,
+            policy=policy,
+            ssl_context=ssl_context,
+            limits=Limits(page_timeout=2.0, max_bytes=max_bytes),
+            pool=pool,
+        ) as service,
+        service.client() as client,
+    ):
+        yield Fetcher(service, client)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from gateway.errors import (
     EngineStreamError,
     EngineUnreachableError,
 )
+from gateway.proxy import relay
 from gateway.settings import EngineSettings
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -278,20 +279,54 @@ async def test_a_model_list_of_another_shape_is_an_engine_error(
             await client.list_models(EngineSettings(url))
 
 
-@pytest.mark.parametrize("tail", [b"", b"data: x\n"], ids=["one-line", "after-lines"])
-async def test_an_endless_event_is_an_engine_error_not_held_in_memory(
-    client: EngineClient, tail: bytes
-) -> None:
+#: What an endless event is made of: one line that never ends (after nothing, or after a
+#: line of the event), or short ``data:`` lines with never the blank line that ends an event.
+ENDLESS = [
+    pytest.param(b"data: ", b"a" * 65536, id="one-line"),
+    pytest.param(b"data: x\ndata: ", b"a" * 65536, id="after-lines"),
+    pytest.param(b"", b"data: x\n" * 8192, id="lines-without-a-blank-line"),
+]
+
+
+def endless_engine(start: bytes, unit: bytes) -> Handler:
+    """An engine that sends one whole event, then ``start`` and ``unit`` until the gateway
+    drops the connection."""
+
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n" + chunked(event("ok") + tail + b"data: ")
+            b"Transfer-Encoding: chunked\r\n\r\n" + chunked(event("ok") + start)
         )
-        while True:  # one line that never ends, until the gateway drops the connection
-            writer.write(chunked(b"a" * 65536))
+        while True:
+            writer.write(chunked(unit))
             await writer.drain()
 
-    async with raw_engine(handler) as (url, _):
-        with pytest.raises(EngineStreamError, match="larger than"):
+    return handler
+
+
+@pytest.mark.parametrize(("start", "unit"), ENDLESS)
+async def test_an_endless_event_is_an_engine_error_not_held_in_memory(
+    client: EngineClient, start: bytes, unit: bytes
+) -> None:
+    async with raw_engine(endless_engine(start, unit)) as (url, _):
+        with pytest.raises(EngineStreamError, match="larger than 1 MiB"):
             await contents(client, url)
+
+
+@pytest.mark.parametrize(("start", "unit"), ENDLESS)
+async def test_pass_through_refuses_an_endless_event_after_relaying_the_whole_ones(
+    client: EngineClient, start: bytes, unit: bytes
+) -> None:
+    relayed: list[bytes] = []
+
+    async def pass_through(url: str) -> None:
+        engine = EngineSettings(url)
+        async with client.open(engine, "/chat/completions", BODY) as exchange:
+            async for piece in relay(exchange, engine):
+                relayed.append(piece.data)
+
+    async with raw_engine(endless_engine(start, unit)) as (url, _):
+        with pytest.raises(EngineStreamError, match="larger than 1 MiB"):
+            await pass_through(url)
+    assert relayed == [event("ok")]

@@ -184,7 +184,7 @@ async def test_a_repeated_call_is_not_rerun_and_the_model_is_told(
     assert len(tool.calls) == 1
     told = engine.chats[2]["messages"][-1]
     assert told["role"] == "tool"
-    assert told["content"].startswith(prompts.DUPLICATE_CALL)
+    assert told["content"].startswith(prompts.DUPLICATE_CALL.format(scope="answer"))
 
 
 async def test_malformed_and_unknown_calls_are_answered_not_run(

@@ -37,6 +37,15 @@ def test_llama_server_old_error_field_is_an_error_event() -> None:
     ]
 
 
+def test_the_decoder_counts_what_it_holds_until_the_event_ends() -> None:
+    decoder = sse.SSEDecoder()
+    for line in (": ping", "event: message", "data: abc", "data:de", "error: f"):
+        assert decoder.feed(line) is None
+    assert decoder.held == len("abc\nde\nf\n")
+    assert decoder.feed("") is not None
+    assert decoder.held == 0
+
+
 def test_a_last_event_without_blank_line_is_dispatched_at_close() -> None:
     assert feed_all(['data: {"x": 1}']) == [sse.SSEEvent('{"x": 1}')]
 

@@ -139,7 +139,7 @@ def test_a_repeated_call_is_not_run_and_the_model_is_told() -> None:
     )
     assert first.verdict is Verdict.RUN
     assert again.verdict is Verdict.DUPLICATE
-    assert again.message == prompts.DUPLICATE_CALL
+    assert again.message == prompts.DUPLICATE_CALL.format(scope="answer")
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,10 @@ from testkit.origin import NAMES
 __all__ = ["EXTRA_NAMES", "FetcherService", "running_fetcher", "socket_folder"]
 
 #: Names the test resolver knows besides the origin's: each breaks one rule.
-EXTRA_NAMES: dict[str, Sequence[str]] = {"private.test": ["10.0.0.7"]}
+EXTRA_NAMES: dict[str, Sequence[str]] = {
+    "private.test": ["10.0.0.7"],  # rule 2: not public
+    "untrusted.test": ["127.0.0.1"],  # not in the origin's certificate: TLS fails
+}
 
 
 class FetcherService:
@@ -78,21 +81,28 @@ async def running_fetcher(
     policy: Policy,
     ssl_context: ssl.SSLContext,
     limits: Limits | None = None,
+    pool: WorkerPool | None = None,
     **settings: Any,
 ) -> AsyncIterator[FetcherService]:
     """Start the fetcher service on ``folder/f.sock``; stop it afterwards.
 
     Args:
         folder: Where the socket goes.
-        policy: The explicit test policy (``tests.support.fixtures.policy_for``).
+        policy: The explicit test policy (``tests.support.fixtures.policy_for``), or the
+            production one.
         ssl_context: A client context trusting the test CA.
         limits: Download limits (small by default).
+        pool: A started render pool to use (and leave running); by default one of its
+            own, started and closed with the service.
         settings: ``fetcher.settings.Settings`` fields to change.
     """
     log = io.StringIO()
     metrics = Metrics(CollectorRegistry())
     resolver = StaticResolver({**{name: ["127.0.0.1"] for name in NAMES}, **EXTRA_NAMES})
-    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    owned = pool is None
+    if pool is None:
+        pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    metrics.watch_pool(pool)
     try:
         await pool.run(os.getpid)  # started, as a running fetcher's pool is
         async with Downloader(
@@ -112,4 +122,5 @@ async def running_fetcher(
                 target = server.settings.listen[0].target
                 yield FetcherService(server, target, log)
     finally:
-        await pool.aclose()
+        if owned:
+            await pool.aclose()

@@ -315,7 +315,7 @@ async def test_a_busy_fetcher_is_a_clear_result(
             gate.set()
             _, first = await held
     assert done.problem is ReadProblem.BUSY
-    assert done.text == prompts.FETCH_BUSY.format(url=origin.url("/"))
+    assert done.text == prompts.FETCH_BUSY.format(url=origin.url("/"), scope="answer")
     assert budgets.pages_used == 0
     assert first.outcome == "ok"
 

@@ -85,9 +85,9 @@ def test_the_schema_matches_the_spec_file_when_it_is_beside_the_repository() -> 
     ("arguments", "expected"),
     [
         ({"url": " https://a.example/x "}, "https://a.example/x"),
-        ({"url": ""}, ArgumentProblem(prompts.FETCH_NO_URL)),
-        ({"url": 3}, ArgumentProblem(prompts.FETCH_NO_URL)),
-        ({}, ArgumentProblem(prompts.FETCH_NO_URL)),
+        ({"url": ""}, ArgumentProblem(prompts.FETCH_NO_URL.format(scope="answer"))),
+        ({"url": 3}, ArgumentProblem(prompts.FETCH_NO_URL.format(scope="answer"))),
+        ({}, ArgumentProblem(prompts.FETCH_NO_URL.format(scope="answer"))),
         ({"url": "https://a.example/" + "x" * 4078}, "https://a.example/" + "x" * 4078),
         (
             {"url": "https://a.example/" + "x" * 4079},
@@ -98,6 +98,25 @@ def test_the_schema_matches_the_spec_file_when_it_is_beside_the_repository() -> 
 )
 def test_the_url_argument(arguments: dict[str, object], expected: object) -> None:
     assert read_url(arguments) == expected
+
+
+@pytest.mark.parametrize(
+    ("scope", "words"),
+    [
+        (prompts.Scope.ANSWER, "from this answer's search results"),
+        (prompts.Scope.SESSION, "from this session's search results"),
+    ],
+    ids=["chat", "mcp"],
+)
+def test_the_tool_texts_name_what_the_sources_belong_to(scope: prompts.Scope, words: str) -> None:
+    problem = read_url({"url": " "}, scope)
+    assert isinstance(problem, ArgumentProblem)
+    assert words in problem.message
+    refused = PageFailed("https://a.example/", Reason.NOT_IN_ANSWER, "", 0)
+    text = tool_text("https://a.example/", [], [refused], Ledger(), scope=scope)
+    assert text.endswith(f"not in this {scope}'s search results.")
+    busy = tool_text("https://a.example/", [], [], Ledger(), problem=ReadProblem.BUSY, scope=scope)
+    assert f"Try again later in this {scope}," in busy
 
 
 def test_the_plan_allows_the_ledgers_hosts_and_the_users_and_reserves_pages() -> None:
@@ -219,7 +238,7 @@ def test_a_page_title_cannot_forge_a_heading() -> None:
     ("problem", "line"),
     [
         (ReadProblem.UNAVAILABLE, prompts.FETCH_UNAVAILABLE.format(url="https://a.example/")),
-        (ReadProblem.BUSY, prompts.FETCH_BUSY.format(url="https://a.example/")),
+        (ReadProblem.BUSY, prompts.FETCH_BUSY.format(url="https://a.example/", scope="answer")),
         (ReadProblem.TIMEOUT, prompts.FETCH_TIMEOUT.format(url="https://a.example/")),
         (
             ReadProblem.FAILED,
