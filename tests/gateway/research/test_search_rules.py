@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -39,6 +40,13 @@ def test_schema_offers_query_queries_kind_and_time_range() -> None:
     assert properties["kind"]["enum"] == ["jobs", "people"]
     assert properties["time_range"]["enum"] == ["day", "week", "month", "year"]
     assert function["parameters"]["required"] == ["query"]
+
+
+def test_the_description_is_one_sentence() -> None:
+    # SPEC 3.1: each tool is a name, one sentence and a schema.
+    description = prompts.WEB_SEARCH_DESCRIPTION
+    assert description.endswith(".")
+    assert not re.search(r"[.!?]\s", description), description
 
 
 @pytest.mark.parametrize(
