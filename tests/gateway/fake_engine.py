@@ -129,6 +129,16 @@ def text_reply(*pieces: str, usage: bool = True, reasoning: tuple[str, ...] = ()
     return Reply(steps)
 
 
+def cut_reply(*pieces: str) -> Reply:
+    """Text streamed as ``pieces`` and ended by the token limit (``finish_reason:
+    "length"``), with no call: how llama-server can end a ``tool_choice: "required"``
+    round, its grammar allowing free text before the call (issue 14)."""
+    steps: list[Step] = [Data(chunk({"role": "assistant", "content": ""}))]
+    steps += [Data(chunk({"content": p})) for p in pieces]
+    steps += [Data(chunk({}, "length")), Data(usage_chunk())]
+    return Reply(steps)
+
+
 def tool_reply(
     *calls: tuple[str, str],
     split: int = 3,

@@ -30,6 +30,7 @@ from tests.gateway.fake_engine import (
     Stall,
     chunk,
     completion_body,
+    cut_reply,
     error_reply,
     text_reply,
     tool_reply,
@@ -496,6 +497,32 @@ async def test_web_stream_has_events_stop_and_done(
     assert all(c["choices"][0]["finish_reason"] in (None, "stop") for c in chunks)
     assert not any(c.get("usage") for c in chunks)
     assert "thor_web_search" not in engine.chats[0]
+
+
+async def test_a_required_round_cut_by_length_reaches_the_client_as_the_retrys_answer(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    engine.script(
+        cut_reply("Let me think about ", "which search to run"),
+        tool_reply(("web_search", '{"query": "rust"}')),
+        text_reply("Answer ", "[1]."),
+    )
+    async with gateway_at(tools=[FakeSearch()]) as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions",
+            json=chat(thor_web_search=True, stream=True),
+            headers=AUTH,
+        )
+    assert response.status_code == 200
+    events = events_of(response.text)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert content_of(chunks) == "Answer [1]."  # not the preamble
+    assert [c["thor_event"]["type"] for c in chunks if "thor_event" in c][1] == "searched"
+    # The engine's "length" is its own round's end, not the client's answer's.
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+    assert all(c["choices"][0]["finish_reason"] in (None, "stop") for c in chunks)
+    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto", "auto"]
 
 
 async def test_usage_chunk_only_when_asked(

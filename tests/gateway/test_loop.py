@@ -26,6 +26,7 @@ from tests.gateway.fake_engine import (
     Reply,
     Stall,
     chunk,
+    cut_reply,
     error_reply,
     text_reply,
     tool_reply,
@@ -389,8 +390,9 @@ async def test_a_context_overflow_is_not_taken_for_a_refusal_of_required(
 async def test_a_round_without_a_call_after_required_was_honoured_is_not_shown_twice(
     engine: FakeEngine, client: EngineClient
 ) -> None:
-    # llama-server honours "required" only halfway: one answer calls, a later one writes
-    # free text and stops at the length limit. That text must not precede the retry's.
+    # An engine that honoured "required" once may still end a later "required" round
+    # with free text and no call (here a plain "stop"; the "length" ending llama-server
+    # gives is the next test). That text must not precede the retry's.
     memory = RequiredMemory()
     memory.learn(EngineSettings(engine.url), RequiredSupport.HONOURED)
     engine.script(text_reply("A preamble cut by the len"), text_reply("The answer."))
@@ -398,6 +400,25 @@ async def test_a_round_without_a_call_after_required_was_honoured_is_not_shown_t
     assert text(events) == "The answer."
     assert [c["tool_choice"] for c in engine.chats] == ["required", "auto"]
     assert remembered(memory, engine) is RequiredSupport.IGNORED
+
+
+async def test_a_required_preamble_cut_by_the_length_limit_is_hidden_and_retried_with_auto(
+    engine: FakeEngine, client: EngineClient
+) -> None:
+    preamble = ("I will search the web for ", "what is new in Rust and then")
+    assert sum(map(len, preamble)) < PREAMBLE_LIMIT  # ended by the engine, not the limit
+    engine.script(cut_reply(*preamble), tool_reply(search("a")), text_reply("Done [1]."))
+    memory = RequiredMemory()
+    events = await run(make_turn(client, engine, [FakeSearch()], memory=memory))
+
+    # The cut preamble is neither shown nor sent back to the model; the retry's answer is.
+    assert text(events) == "Done [1]."
+    assert all("I will search" not in json.dumps(c["messages"]) for c in engine.chats[1:])
+    assert not engine.closed_early.is_set()  # read to its end: the engine ended the round
+    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto", "auto"]
+    assert engine.chats[1]["messages"][0]["content"].endswith(prompts.REQUIRED_NUDGE)
+    assert remembered(memory, engine) is RequiredSupport.IGNORED
+    assert thor(events)[-1] == {"type": "citations", "cited": [1], "unknown": []}
 
 
 async def test_a_required_preamble_past_the_limit_is_given_up_without_waiting_for_its_end(

@@ -277,6 +277,68 @@ def test_wrong_key_gets_a_clear_message_and_the_right_one_works(page: Page) -> N
     assert page.find("#prompt").get_attribute("value") == "typed next"
 
 
+#: The page's local storage keys (gateway/static/store.js).
+STORED = {
+    "key": "tigress.key",
+    "model": "tigress.model",
+    "web": "tigress.web",
+    "chat": "tigress.chat.v1",
+}
+
+
+def stored(page: Page, name: str) -> str | None:
+    """What the page keeps in local storage under ``name`` (None when nothing)."""
+    value = page.driver.execute_script("return localStorage.getItem(arguments[0])", STORED[name])
+    return None if value is None else str(value)
+
+
+def test_forget_key_removes_it_from_the_browser_and_asks_again(page: Page, stack: Stack) -> None:
+    stack.script(streamed(say("Kept after forgetting.")))
+    ready(page, web=True)
+    assert stored(page, "key") == KEY
+    page.set_web(False)
+    page.ask("Remember me")
+    page.wait_answer_done()
+
+    page.find("#forget-key").click()
+
+    # Only the key is forgotten: the model, the Web switch and the conversation stay.
+    page.until(lambda: page.displayed("#key-input"), "the key dialog")
+    assert stored(page, "key") is None
+    assert stored(page, "model") == MODEL
+    assert stored(page, "web") == "0"
+    assert "Kept after forgetting." in (stored(page, "chat") or "")
+    assert not page.visible("#key-error")  # asked, not scolded
+    assert page.find("#key-input").get_attribute("value") == ""  # the old key is not offered
+    assert not page.find("#model").is_enabled()  # nothing to pick without a key
+    assert page.text(".msg.assistant .answer") == "Kept after forgetting."
+
+    # Closing the dialog without a key and asking: the page asks for the key again
+    # instead of sending the question with the forgotten one.
+    page.find("#key-input").send_keys(Keys.ESCAPE)
+    page.until(lambda: not page.visible("#key-input"), "the key dialog to close")
+    page.ask("Still there?")
+    page.until(lambda: page.displayed("#key-input"), "the key dialog again")
+    assert len(stack.chats()) == 1
+    assert len(page.all(".msg.user")) == 1
+
+    page.driver.refresh()
+
+    # A fresh load finds no key: it asks for one (as on a first visit, with no error),
+    # and shows the kept conversation and Web switch behind the dialog.
+    page.until(lambda: page.displayed("#key-input"), "the key dialog after the reload")
+    assert not page.visible("#key-error")
+    assert stored(page, "key") is None
+    page.wait_text(".msg.assistant .answer", "Kept after forgetting.")
+    assert not page.find("#web").is_selected()
+    assert not page.find("#model").is_enabled()
+
+    page.enter_key(KEY)
+    page.wait_models()
+    assert stored(page, "key") == KEY
+    assert not page.visible("#key-dialog")
+
+
 def hostile_search(stack: Stack, canary: str) -> Served:
     """A SearXNG answer carrying markup: in its titles as entities (SearXNG escapes them;
     the gateway decodes them to text), in an unresponsive engine's name and reason raw."""
