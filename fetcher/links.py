@@ -25,9 +25,8 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from lxml import etree
 from publicsuffixlist import PublicSuffixList
 
 from fetcher.urls import Address, Refused, normalise_host, parse, resolve_reference
@@ -242,56 +241,69 @@ def _base_address(root: HtmlElement, page: Address, ports: frozenset[int]) -> Ad
     return page
 
 
+# What an element and its ancestors say about the links inside it (bit flags).
+_IN_MAIN, _IN_CHROME, _IN_EDGE, _IN_BODY = 1, 2, 4, 8
+
+
+def _landmarks(element: HtmlElement, around: int) -> int:
+    """The flags of ``element``: those of its parent (``around``) and what it adds."""
+    tag = element.tag
+    if not isinstance(tag, str):
+        return around
+    role = element.get("role") if around & _IN_BODY else None
+    if tag in _MAIN_TAGS or role == "main":
+        around |= _IN_MAIN
+    if tag in _CHROME_TAGS or role in _CHROME_ROLES:
+        around |= _IN_CHROME
+    if tag in _EDGE_TAGS:
+        around |= _IN_EDGE
+    if tag == "body":
+        around |= _IN_BODY
+    return around
+
+
 def _ranked_hrefs(root: HtmlElement) -> Iterator[str]:
     """Yield href values best first: main content, then the rest of the body, then chrome.
 
     nav/aside/menu and chrome roles are chrome even inside an article (a table of contents,
-    a "read next" box); header/footer only outside it (byline, tags). One walk over the
-    tree with a count of the open landmarks of each kind, so the cost is linear in the page
-    whatever its nesting (nested landmarks used to cost depth x links).
+    a "read next" box); header/footer only outside it (byline, tags).
+
+    Only anchors and their ancestors are looked at, in document order, with the chain of
+    open ancestors on a stack: an anchor climbs to the nearest ancestor already on it, so
+    each element is classified once and popped once (linear in the page, memory bounded by
+    its depth, whatever its nesting: nested landmarks used to cost depth x links). The
+    stack keeps the lxml proxies alive, so an element is the same key each time it is met.
     """
     main: list[str] = []
     body: list[str] = []
     later: list[str] = []
-    open_main = open_chrome = open_edge = in_body = 0
-    # Per element: which counters it raised, to lower them on its end event.
-    raised: list[tuple[int, int, int, int]] = []
-    for event, element in etree.iterwalk(root, events=("start", "end")):
-        if event == "end":
-            m, c, e, b = raised.pop()
-            open_main, open_chrome, open_edge, in_body = (
-                open_main - m,
-                open_chrome - c,
-                open_edge - e,
-                in_body - b,
-            )
-            continue
-        tag = element.tag
-        if not isinstance(tag, str):
-            raised.append((0, 0, 0, 0))
-            continue
-        role = element.get("role") if in_body else None
-        m = int(tag in _MAIN_TAGS or role == "main")
-        c = int(tag in _CHROME_TAGS or role in _CHROME_ROLES)
-        e = int(tag in _EDGE_TAGS)
-        b = int(tag == "body")
-        raised.append((m, c, e, b))
-        open_main, open_chrome, open_edge, in_body = (
-            open_main + m,
-            open_chrome + c,
-            open_edge + e,
-            in_body + b,
-        )
-        if tag != "a":
-            continue
-        href = element.get("href")
+    stack: list[tuple[HtmlElement, int]] = [(root, _landmarks(root, 0))]
+    depth_of: dict[HtmlElement, int] = {root: 0}
+    for anchor in root.iter("a"):
+        href = anchor.get("href")
         if href is None:
             continue
-        if open_chrome:
+        climbed: list[HtmlElement] = []
+        element = anchor
+        # The root is on the stack and every anchor is inside it: the climb ends there.
+        while element not in depth_of:
+            climbed.append(element)
+            element = cast("HtmlElement", element.getparent())
+        # The anchor's open ancestors are the stack up to the one reached; the rest closed.
+        depth = depth_of[element]
+        for closed, _ in stack[depth + 1 :]:
+            del depth_of[closed]
+        del stack[depth + 1 :]
+        flags = stack[depth][1]
+        for opened in reversed(climbed):
+            flags = _landmarks(opened, flags)
+            depth_of[opened] = len(stack)
+            stack.append((opened, flags))
+        if flags & _IN_CHROME:
             later.append(href)
-        elif open_main:
+        elif flags & _IN_MAIN:
             main.append(href)
-        elif open_edge:
+        elif flags & _IN_EDGE:
             later.append(href)
         else:
             body.append(href)
