@@ -154,22 +154,27 @@ def resolve_link(href: str, base: str, *, ports: frozenset[int] = _HTTPS_ONLY) -
     return address.url if address is not None else None
 
 
-def _surely_elsewhere(href: str, wanted: str) -> bool:
+def _surely_elsewhere(href: str, wanted: str, known: dict[str, bool]) -> bool:
     """A cheap early "no" for absolute links to other sites, which most pages are full of.
 
     It only ever rejects a link whose written host is on another site, normalised by the
     parser's own :func:`fetcher.urls.normalise_host` (the pattern admits no ``@``, ``%``,
     ``[`` or ``\\``, so the parser would find the same host); anything it lets through is
-    still fully parsed and checked.
+    still fully parsed and checked. ``known`` holds the answers for the written hosts met so
+    far on the page (a page links to a few hosts many times).
     """
     match = _ABSOLUTE_HOST.match(href)
     if match is None:
         return False
     written = match.group(1).rpartition(":")[0] or match.group(1)
-    normal = normalise_host(written)
-    if isinstance(normal, Refused):
-        return False
-    return _site_of_normal(normal[0], normal[1] is not None) != wanted
+    elsewhere = known.get(written)
+    if elsewhere is None:
+        normal = normalise_host(written)
+        elsewhere = not isinstance(normal, Refused) and (
+            _site_of_normal(normal[0], normal[1] is not None) != wanted
+        )
+        known[written] = elsewhere
+    return elsewhere
 
 
 def same_site_links(
@@ -212,13 +217,17 @@ def same_site_links(
     if exclude is not None:
         seen.add(exclude)
     kept: list[str] = []
+    # Each distinct href is judged once; both hold at most what the page's hrefs hold.
     tried: set[str] = set()
+    hosts: dict[str, bool] = {}
     for href in hrefs:
         if len(kept) >= limit:
             break
-        if href in tried or _surely_elsewhere(href, wanted):
+        if href in tried:
             continue
         tried.add(href)
+        if _surely_elsewhere(href, wanted, hosts):
+            continue
         address = _follow(href, page, ports)
         if address is None or address.url in seen:
             continue
