@@ -35,11 +35,11 @@ links (a lead paragraph or a last section outside the body container, not a rail
 and out of list and table parts. Last it takes those siblings that score well, read like a
 paragraph, or hold a table or a code block, unless they are mostly links or named boilerplate.
 
-Not sure (:class:`Verdict`), and the caller reads the whole pruned page, when: nothing scores
-(``no_content``); the region is the whole body (``whole_page``); three or more elements scoring at
-least half the best lie outside the region, as on listings and forum indexes (``scattered``); the
-best element is a list (``listing``); or the region holds under a fifth of the page's paragraph
-text (``partial``).
+Not sure (:class:`MainContentVerdict`), and the caller reads the whole pruned page, when: nothing
+scores (``no_content``); the region is the whole body (``whole_page``); three or more elements
+scoring at least half the best lie outside the region, as on listings and forum indexes
+(``scattered``); the best element is a list (``listing``); or the region holds under a fifth of
+the page's paragraph text (``partial``).
 
 Pure functions on an lxml tree; nothing here recurses, so any depth is safe, and every step is
 counted in :attr:`MainContent.work`, so tests can check that the cost stays linear.
@@ -58,7 +58,7 @@ from lxml import etree
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["MainContent", "Verdict", "find_main_content", "keep_only"]
+__all__ = ["MainContent", "MainContentVerdict", "find_main_content", "keep_only"]
 
 # Elements that start a block of text. Everything else (a, span, em, code, img, math ...)
 # is inline and adds its text to the block around it.
@@ -122,7 +122,7 @@ _NAME_HINT = re.compile(
 )
 
 
-class Verdict(enum.StrEnum):
+class MainContentVerdict(enum.StrEnum):
     """How the main content was found: ``MAIN`` when sure, else why not."""
 
     MAIN = "main"
@@ -138,21 +138,21 @@ class MainContent:
     """The main content of a page, or why it is not clear.
 
     Attributes:
-        verdict: ``Verdict.MAIN`` when the region is the main content; otherwise the reason
-            the caller should read the whole page.
+        verdict: ``MainContentVerdict.MAIN`` when the region is the main content; otherwise
+            the reason the caller should read the whole page.
         elements: The region: one element, or sibling elements in document order; empty
             unless the verdict is ``MAIN``.
         work: Elements visited plus ancestor steps taken; grows linearly with the page.
     """
 
-    verdict: Verdict
+    verdict: MainContentVerdict
     elements: tuple[HtmlElement, ...]
     work: int
 
     @property
     def sure(self) -> bool:
         """Whether :attr:`elements` is the main content."""
-        return self.verdict is Verdict.MAIN
+        return self.verdict is MainContentVerdict.MAIN
 
 
 class _Node:
@@ -444,26 +444,27 @@ def find_main_content(root: HtmlElement) -> MainContent:
         root: The document root, after :func:`fetcher.prune.prune_chrome`; not changed.
 
     Returns:
-        The region and ``Verdict.MAIN`` when sure; otherwise an empty region and the reason.
+        The region and ``MainContentVerdict.MAIN`` when sure; otherwise an empty region and
+        the reason.
     """
     body = root.find("body")
     walk = _Walk(body if body is not None else root)
     if not walk.candidates:
-        return MainContent(Verdict.NO_CONTENT, (), walk.work)
+        return MainContent(MainContentVerdict.NO_CONTENT, (), walk.work)
     ranked = sorted(walk.candidates, key=lambda node: node.score, reverse=True)[:_CANDIDATES]
     best = ranked[0]
     top = _region_top(walk, best, ranked[1:])
     if top is walk.root:
-        return MainContent(Verdict.WHOLE_PAGE, (), walk.work)
+        return MainContent(MainContentVerdict.WHOLE_PAGE, (), walk.work)
     region = _with_siblings(walk, top, best)
-    verdict = Verdict.MAIN
+    verdict = MainContentVerdict.MAIN
     if best.element.tag in _LISTS:
-        verdict = Verdict.LISTING
+        verdict = MainContentVerdict.LISTING
     elif _rivals(walk, region, ranked[1:], best) > _MAX_RIVALS:
-        verdict = Verdict.SCATTERED
+        verdict = MainContentVerdict.SCATTERED
     elif sum(node.paragraph_chars for node in region) < _MIN_COVER * walk.root.paragraph_chars:
-        verdict = Verdict.PARTIAL
-    if verdict is not Verdict.MAIN:
+        verdict = MainContentVerdict.PARTIAL
+    if verdict is not MainContentVerdict.MAIN:
         return MainContent(verdict, (), walk.work)
     return MainContent(verdict, tuple(node.element for node in region), walk.work)
 

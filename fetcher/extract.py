@@ -39,7 +39,7 @@ from lxml.html import (
 )
 
 from fetcher.charset import decode_body
-from fetcher.content import MainContent, Verdict, find_main_content, keep_only
+from fetcher.content import MainContent, MainContentVerdict, find_main_content, keep_only
 from fetcher.links import MAX_LINKS, are_page_links, page_links
 from fetcher.plaintext import collapse, normalize_text, plain_text, strip_tags
 from fetcher.prune import drop_junk, element_count, prune_chrome, text_length, trim_to_budget
@@ -257,7 +257,7 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     try:
         main = find_main_content(root)
     except Exception:  # the detection is an optimisation: never lose the page over it
-        main = MainContent(Verdict.NO_CONTENT, (), 0)
+        main = MainContent(MainContentVerdict.NO_CONTENT, (), 0)
     if main.sure:
         keep_only(root, main.elements)
         # The region is all there is to read now; a short article is no failure.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lxml.html import HtmlElement, HTMLParser, document_fromstring
 
-from fetcher.content import MainContent, Verdict, find_main_content, keep_only
+from fetcher.content import MainContent, MainContentVerdict, find_main_content, keep_only
 from fetcher.prune import drop_junk, prune_chrome
 
 _PARSER = HTMLParser(huge_tree=True)
@@ -47,7 +47,7 @@ def test_article_is_found_among_teasers_and_link_lists() -> None:
         f'<div class="layout"><div class="story-body">{_paragraphs("Article")}</div>'
         f'<div class="rail">{teasers}</div></div>'
     )
-    assert main.verdict is Verdict.MAIN
+    assert main.verdict is MainContentVerdict.MAIN
     assert [element.get("class") for element in main.elements] == ["story-body"]
 
 
@@ -118,27 +118,32 @@ def _posts(count: int) -> str:
 @pytest.mark.parametrize(
     ("body", "verdict"),
     [
-        pytest.param("<div><a href='/a'>Home</a> <a href='/b'>About</a></div>", Verdict.NO_CONTENT,
-                     id="links-only"),
-        pytest.param("", Verdict.NO_CONTENT, id="empty"),
-        pytest.param(_paragraphs("Body", 5), Verdict.WHOLE_PAGE, id="paragraphs-in-body"),
+        pytest.param(
+            "<div><a href='/a'>Home</a> <a href='/b'>About</a></div>",
+            MainContentVerdict.NO_CONTENT,
+            id="links-only",
+        ),
+        pytest.param("", MainContentVerdict.NO_CONTENT, id="empty"),
+        pytest.param(
+            _paragraphs("Body", 5), MainContentVerdict.WHOLE_PAGE, id="paragraphs-in-body"
+        ),
         pytest.param(
             "<ul>" + "".join(f"<li><p>Result {i}: {LOREM}</p></li>" for i in range(20)) + "</ul>",
-            Verdict.LISTING,
+            MainContentVerdict.LISTING,
             id="list-of-results",
         ),
-        pytest.param(_posts(6), Verdict.SCATTERED, id="many-equal-posts"),
+        pytest.param(_posts(6), MainContentVerdict.SCATTERED, id="many-equal-posts"),
         pytest.param(
             f'<div class="blurb"><p>{"One, two, three, " * 20}</p></div>'
             + "<ul>"
             + "".join(f"<li>{LOREM * 3}</li>" for i in range(30))
             + "</ul>",
-            Verdict.PARTIAL,
+            MainContentVerdict.PARTIAL,
             id="blurb-beside-most-of-the-text",
         ),
     ],
-)  # fmt: skip
-def test_unclear_pages_are_not_cut(body: str, verdict: Verdict) -> None:
+)
+def test_unclear_pages_are_not_cut(body: str, verdict: MainContentVerdict) -> None:
     main = _find(body)
     assert main.verdict is verdict
     assert main.elements == ()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import unicodedata
 from ipaddress import IPv4Address
 
 import pytest
@@ -9,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fetcher.reasons import Reason
-from fetcher.urls import Address, Refused, parse, parse_ipv4_number, resolve_reference
+from fetcher.urls import (
+    Address,
+    Refused,
+    _has_control_or_space,
+    parse,
+    parse_ipv4_number,
+    resolve_reference,
+)
 
 ACCEPTED = [
     ("https://example.com", "https://example.com/"),
@@ -160,6 +169,26 @@ def test_refused_addresses_carry_their_reason(url: str, reason: Reason) -> None:
     result = parse(url)
     assert isinstance(result, Refused), result
     assert result.reason is reason
+
+
+def _control_or_space(ch: str) -> bool:
+    # The rule as Unicode states it, one character at a time (Cs: lone surrogates).
+    return ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+@pytest.mark.parametrize("code", range(128), ids=[f"U+{code:04X}" for code in range(128)])
+def test_ascii_control_characters_and_spaces_are_found(code: int) -> None:
+    ch = chr(code)
+    assert _has_control_or_space(f"example.com/a{ch}b") is _control_or_space(ch)
+
+
+def test_every_unicode_control_character_and_space_is_found() -> None:
+    every = [chr(code) for code in range(sys.maxunicode + 1)]
+    forbidden = [ch for ch in every if _control_or_space(ch)]
+    assert len(forbidden) > 2000  # C0, C1, format characters, surrogates, Unicode spaces
+    for ch in forbidden:
+        assert _has_control_or_space(f"bücher.example/a{ch}b"), f"U+{ord(ch):04X}"
+    assert not _has_control_or_space("".join(ch for ch in every if not _control_or_space(ch)))
 
 
 def test_explicit_test_ports_are_the_only_extra_ports() -> None:
