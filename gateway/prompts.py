@@ -107,8 +107,7 @@ NO_ANSWER = (
 
 #: The tool's one sentence.
 WEB_SEARCH_DESCRIPTION = (
-    "Search the web for numbered results (title, address, date when known, snippet) to cite "
-    "as [n]."
+    "Search the web for numbered results (title, address, date when known, snippet) to cite as [n]."
 )
 WEB_SEARCH_QUERY_DESCRIPTION = "What to search for, in a few keywords"
 WEB_SEARCH_QUERIES_DESCRIPTION = (
