@@ -146,46 +146,37 @@ class Metrics:
 
     def watch_pool(self, pool: WorkerPool) -> None:
         """Exports the render worker pool's state, read at each scrape."""
-        busy = Gauge(
-            f"{PREFIX}_render_workers_busy",
-            "Render workers turning a page into text now.",
-            registry=self.registry,
+        self._watch_workers(
+            pool,
+            "render",
+            busy="Render workers turning a page into text now.",
+            waiting="Pages waiting for a render worker (saturation when it stays above zero).",
+            workers="Render worker processes in the pool.",
         )
-        busy.set_function(lambda: pool.busy)
-        waiting = Gauge(
-            f"{PREFIX}_render_waiting",
-            "Pages waiting for a render worker (saturation when it stays above zero).",
-            registry=self.registry,
-        )
-        waiting.set_function(lambda: pool.waiting)
-        workers = Gauge(
-            f"{PREFIX}_render_workers",
-            "Render worker processes in the pool.",
-            registry=self.registry,
-        )
-        workers.set(pool.workers)
         self.registry.register(_StopsCollector(pool))
 
     def watch_pdfs(self, pdfs: PdfReader) -> None:
         """Exports the PDF reader's state, read at each scrape."""
-        busy = Gauge(
-            f"{PREFIX}_pdf_workers_busy",
-            "PDF worker processes reading a PDF now.",
-            registry=self.registry,
+        self._watch_workers(
+            pdfs,
+            "pdf",
+            busy="PDF worker processes reading a PDF now.",
+            waiting="PDFs waiting for a PDF worker.",
+            workers="PDF worker processes that may run at once.",
         )
-        busy.set_function(lambda: pdfs.busy)
-        waiting = Gauge(
-            f"{PREFIX}_pdf_waiting",
-            "PDFs waiting for a PDF worker.",
-            registry=self.registry,
+
+    def _watch_workers(
+        self, source: WorkerPool | PdfReader, kind: str, *, busy: str, waiting: str, workers: str
+    ) -> None:
+        """``{kind}_workers_busy`` and ``{kind}_waiting`` read from ``source`` at each
+        scrape, and its fixed ``{kind}_workers``; the arguments are their help texts."""
+        Gauge(f"{PREFIX}_{kind}_workers_busy", busy, registry=self.registry).set_function(
+            lambda: source.busy
         )
-        waiting.set_function(lambda: pdfs.waiting)
-        workers = Gauge(
-            f"{PREFIX}_pdf_workers",
-            "PDF worker processes that may run at once.",
-            registry=self.registry,
+        Gauge(f"{PREFIX}_{kind}_waiting", waiting, registry=self.registry).set_function(
+            lambda: source.waiting
         )
-        workers.set(pdfs.workers)
+        Gauge(f"{PREFIX}_{kind}_workers", workers, registry=self.registry).set(source.workers)
 
     def observe_text(self, text: TextRecord) -> None:
         """Counts one downloaded page given to a reader (the crawl's observer calls this)."""
