@@ -41,7 +41,12 @@ import httpx
 import uvicorn
 from prometheus_client import CollectorRegistry
 
-from bench.support import SSE_END, SSE_HEAD, chunk, framed, free_port, models_answer, read_request
+from bench.support import (
+    chunk,
+    engine_handler,
+    framed,
+    free_port,
+)
 from gateway.app import create_app
 from gateway.metrics import GatewayMetrics
 from gateway.serving import uvicorn_config
@@ -102,29 +107,12 @@ def _tokens_asked(body: dict[str, Any]) -> int:
 async def _engine_main(port: int) -> None:
     tokens = [_chunk(f" tok{i}") for i in range(2000)]
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head, body = await read_request(reader)
-                if head.startswith(b"GET"):
-                    writer.write(models_answer(MODEL))
-                    await writer.drain()
-                    continue
-                writer.write(SSE_HEAD)
-                if body.get("tool_choice") == "required":
-                    writer.write(_CALL + SSE_END)
-                    await writer.drain()
-                    continue
-                for token in tokens[: _tokens_asked(body)]:
-                    writer.write(token)
-                    await writer.drain()
-                writer.write(SSE_END)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+    async def answer(body: dict[str, Any]) -> list[bytes]:
+        if body.get("tool_choice") == "required":
+            return [_CALL]
+        return tokens[: _tokens_asked(body)]
 
+    serve = engine_handler(MODEL, answer)
     server = await asyncio.start_server(serve, "127.0.0.1", port, backlog=1024)
     async with server:
         await server.serve_forever()

@@ -42,13 +42,10 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from bench.support import (
-    SSE_END,
-    SSE_HEAD,
     chunk,
+    engine_handler,
     free_port,
     load_ca,
-    models_answer,
-    read_request,
     save_ca,
     spawn,
     stop,
@@ -165,27 +162,12 @@ def _round(tool_results: int, site_port: int) -> list[bytes]:
 
 
 async def _serve_engine(site_port: int) -> None:
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head, body = await read_request(reader)
-                if head.startswith(b"GET"):
-                    writer.write(models_answer(MODEL))
-                    await writer.drain()
-                    continue
-                results = sum(1 for m in body["messages"] if m.get("role") == "tool")
-                await asyncio.sleep(ENGINE_DELAY)
-                writer.write(SSE_HEAD)
-                for piece in _round(results, site_port):
-                    writer.write(piece)
-                    await writer.drain()
-                writer.write(SSE_END)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+    async def answer(body: dict[str, Any]) -> list[bytes]:
+        results = sum(1 for m in body["messages"] if m.get("role") == "tool")
+        await asyncio.sleep(ENGINE_DELAY)
+        return _round(results, site_port)
 
+    serve = engine_handler(MODEL, answer)
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     print(server.sockets[0].getsockname()[1], flush=True)
     async with server:

@@ -3,9 +3,9 @@
 - the stand-ins' processes: a free loopback port, the test CA handed over in a folder,
   a child (``python -m bench.NAME ROLE ...``) that prints one line when it is ready and
   stops on SIGTERM;
-- the scripted engine's side of HTTP: one request read, the ``/models`` answer, and the
-  chunked SSE frames of a streamed answer (``bench/research.py``,
-  ``bench/gateway_stream.py``).
+- the scripted engine's side of HTTP: its connection handler (:func:`engine_handler`: one
+  request read, the ``/models`` answer, the chunked SSE frames of a streamed answer) for
+  ``bench/research.py`` and ``bench/gateway_stream.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import signal
 import socket
 import sys
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "SSE_END",
     "SSE_HEAD",
     "chunk",
+    "engine_handler",
     "framed",
     "free_port",
     "load_ca",
@@ -84,6 +86,40 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, dict[str, A
         if line.lower().startswith(b"content-length:"):
             length = int(line.split(b":")[1])
     return head, json.loads(await reader.readexactly(length)) if length else {}
+
+
+#: A scripted engine's answer to one chat request: the SSE events to stream, in order.
+Answer = Callable[[dict[str, Any]], Awaitable[Sequence[bytes]]]
+
+
+def engine_handler(
+    model: str, answer: Answer
+) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    """A scripted engine's connection handler for :func:`asyncio.start_server`: requests
+    read one after another on the connection, ``GET`` answered with ``model`` as the one
+    model, a chat request streamed as ``answer(body)``'s events, each drained as it goes."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head, body = await read_request(reader)
+                if head.startswith(b"GET"):
+                    writer.write(models_answer(model))
+                    await writer.drain()
+                    continue
+                events = await answer(body)
+                writer.write(SSE_HEAD)
+                for event in events:
+                    writer.write(event)
+                    await writer.drain()
+                writer.write(SSE_END)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    return serve
 
 
 def free_port() -> int:
