@@ -155,10 +155,19 @@ def load_ca(folder: Path) -> trustme.CA:
 
 
 async def spawn(module: str, *args: str) -> tuple[asyncio.subprocess.Process, str]:
-    """Start ``python -m module args...`` and wait (a minute at most) for the first line it
-    prints."""
+    """Start ``module`` as ``python -m module args...`` would, and wait (a minute at most)
+    for the first line it prints.
+
+    The module runs under a ``-c`` main rather than as the main module itself: the children
+    of a ``forkserver`` (the fetcher's render workers) import the parent's main module
+    again before their task, unless it is a package's ``__main__`` as production's
+    ``python -m fetcher`` is. Run as ``-m bench.research``, each page would pay that
+    import (about 100 ms, httpx and the gateway included): a cost of the bench, not of
+    Tigress.
+    """
+    launch = f"import runpy; runpy.run_module({module!r}, run_name='__main__')"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", module, *args, stdout=asyncio.subprocess.PIPE
+        sys.executable, "-c", launch, *args, stdout=asyncio.subprocess.PIPE
     )
     assert process.stdout is not None
     line = await asyncio.wait_for(process.stdout.readline(), 60)

@@ -16,7 +16,10 @@ hostile page subverted never sees another page (another read's least of all), an
 state of one task reaches the next. Workers are forked from a ``forkserver`` process that
 has imported ``preload`` once, so a worker starts in milliseconds and never inherits the
 gRPC server's threads or sockets; one is started ahead for each free place, so a task
-rarely waits for its start. At most ``workers`` tasks run at once; more wait, in order.
+rarely waits for its start. (Before its task a forkserver's child imports the parent's
+main module again, unless it is a package's ``__main__``, as ``python -m fetcher`` is: a
+program that runs the pool from ``python -m some.module`` or a script pays that import on
+every page.) At most ``workers`` tasks run at once; more wait, in order.
 :attr:`WorkerPool.waiting` and :attr:`WorkerPool.busy` are what health and metrics report.
 
 A worker has read hostile bytes, so what it sends back is untrusted input. Tasks go to
