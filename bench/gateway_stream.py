@@ -2,7 +2,7 @@
 
 One run, three processes: a minimal engine that streams one chunk per token as fast as
 it can (flushing each, the way llama-server does), the gateway (its production server:
-`gateway.serving.uvicorn_config`, uvloop, the connection guard), and this process as the
+`gateway.http.serving.uvicorn_config`, uvloop, the connection guard), and this process as the
 client. For each concurrency (1, 16, 64, 256 streams at once) the same answers are read
 directly from the engine and through the gateway, alternating. Printed per row:
 
@@ -17,6 +17,15 @@ answer). Targets: <= 10 us of gateway CPU per token in pass-through, <= 30 us un
 Web switch. The ratio also measures contention: three busy processes share the cores,
 and the client is the slowest of them; through the gateway can beat direct, because the
 gateway forwards whatever arrived in one write, so the client parses fewer HTTP chunks.
+
+Then the engine client's arm (issue 20): the gateway reads engines with its own small
+HTTP/1.1 client (`gateway.engine.http`, on httptools) rather than httpx, which it already
+uses for ``/models``. The arm reads the same 256 streams straight from the engine in this
+process, once with that client and once with httpx (``AsyncClient.stream`` +
+``aiter_raw``, the cheapest way httpx gives the body), alternating, and prints each one's
+CPU per token. The verdict line adds httpx's extra cost to the gateway's own CPU per token
+at 256 streams: httpx replaces the hand-written client only if that stays under twice the
+gateway's cost; otherwise the bench says why the client is kept.
 
 Run: ``python -m bench.gateway_stream`` (``--quick`` for a short run; ``--serve PORT
 ENGINE_URL`` is the gateway process it starts).
@@ -41,17 +50,14 @@ import httpx
 import uvicorn
 from prometheus_client import CollectorRegistry
 
-from bench.support import (
-    chunk,
-    engine_handler,
-    framed,
-    free_port,
-)
+from bench.support import free_port
 from gateway.app import create_app
+from gateway.engine.http import EnginePool, open_exchange
+from gateway.http.serving import uvicorn_config
 from gateway.metrics import GatewayMetrics
-from gateway.serving import uvicorn_config
 from gateway.settings import EngineSettings, Limits, Settings
-from gateway.tools import ToolResult
+from gateway.tools.base import ToolResult
+from testkit.streaming_engine import chunk, engine_handler, framed
 
 MODEL = "bench-model"
 #: (streams at once, tokens per answer): answers a few hundred tokens long, like real ones.
@@ -224,7 +230,9 @@ async def _wait_up(client: httpx.AsyncClient, url: str) -> None:
 
 async def _measure(
     engine_url: str, gateway_url: str, gateway_pid: int, levels: tuple[tuple[int, int], ...]
-) -> None:
+) -> float:
+    """Print both tables; return the pass-through CPU per token at the most streams."""
+    widest = 0.0
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
     async with httpx.AsyncClient(timeout=120, limits=limits, trust_env=False) as client:
         await _wait_up(client, f"{engine_url}/models")
@@ -257,8 +265,86 @@ async def _measure(
                     f"{_pct(d_first, 0.99):>8.1f}/{_pct(g_first, 0.99):<8.1f} "
                     f"{per_token:>14.1f}"
                 )
+                if not web:
+                    widest = per_token
             target = 30 if web else 10
             print(f"target: gateway CPU <= {target} us per token")
+    return widest
+
+
+async def _read_with_engine_http(engine: EngineSettings, pool: EnginePool, body: bytes) -> int:
+    exchange = await open_exchange(
+        engine, "/chat/completions", body, pool=pool, connect_timeout=30, read_timeout=120
+    )
+    count = 0
+    try:
+        while data := await exchange.read():
+            count += data.count(b" tok")
+    finally:
+        exchange.close()
+    return count
+
+
+async def _read_with_httpx(client: httpx.AsyncClient, url: str, body: bytes) -> int:
+    count = 0
+    headers = {"content-type": "application/json"}
+    async with client.stream("POST", url, content=body, headers=headers) as response:
+        async for data in response.aiter_raw():
+            count += data.count(b" tok")
+    return count
+
+
+async def client_arm(engine_url: str, streams: int, tokens: int) -> tuple[float, float]:
+    """CPU microseconds per token of reading ``streams`` answers at once with the gateway's
+    engine client and with httpx, alternating (the engine runs in its own process)."""
+    body = json.dumps(
+        {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": f"go {tokens}"}],
+            "stream": True,
+        }
+    ).encode()
+    engine = EngineSettings(engine_url)
+    pool = EnginePool()
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
+    own: list[float] = []
+    other: list[float] = []
+    async with httpx.AsyncClient(timeout=120, limits=limits, trust_env=False) as client:
+        url = f"{engine_url}/chat/completions"
+        for _ in range(ROUNDS + 1):  # the first round of each warms its connections
+            before = time.process_time()
+            counts = await asyncio.gather(
+                *(_read_with_engine_http(engine, pool, body) for _ in range(streams))
+            )
+            own.append((time.process_time() - before) / sum(counts) * 1e6)
+            before = time.process_time()
+            counts = await asyncio.gather(
+                *(_read_with_httpx(client, url, body) for _ in range(streams))
+            )
+            other.append((time.process_time() - before) / sum(counts) * 1e6)
+    pool.close()
+    return statistics.median(own[1:]), statistics.median(other[1:])
+
+
+def print_client_verdict(own: float, other: float, gateway: float, streams: int) -> None:
+    """The arm's figures and what they decide (issue 20: httpx if under twice the cost)."""
+    with_httpx = gateway - own + other
+    print(f"\nengine client, {streams} streams read in one process, CPU us per token:")
+    print(
+        f"  gateway.engine.http {own:>6.2f}   httpx aiter_raw {other:>6.2f}"
+        f"   ratio {other / own:.2f}"
+    )
+    print(
+        f"  gateway pass-through at {streams} streams: {gateway:.1f} us/token now, "
+        f"~{with_httpx:.1f} with httpx ({with_httpx / gateway:.2f}x; replace under 2.00x)"
+    )
+    if with_httpx < 2 * gateway:
+        print("  verdict: httpx would cost less than twice the gateway's CPU: use it")
+    else:
+        print(
+            "  verdict: keep gateway.engine.http: httpx would at least double the gateway's"
+            " CPU per token"
+        )
 
 
 def main() -> None:
@@ -278,9 +364,12 @@ def main() -> None:
         stdout=subprocess.DEVNULL,
     )
     try:
-        asyncio.run(
+        gateway_cpu = asyncio.run(
             _measure(engine_url, f"http://127.0.0.1:{gateway_port}/v1", gateway.pid, levels)
         )
+        streams, tokens = levels[-1]
+        own, other = asyncio.run(client_arm(engine_url, streams, tokens))
+        print_client_verdict(own, other, gateway_cpu, streams)
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)

@@ -42,8 +42,6 @@ import httpx
 from prometheus_client import CollectorRegistry
 
 from bench.support import (
-    chunk,
-    engine_handler,
     free_port,
     load_ca,
     save_ca,
@@ -53,15 +51,16 @@ from bench.support import (
 )
 from fetcher.client import FetcherClient, PageRead
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.download import Downloader
+from fetcher.isolation.workers import WorkerPool
 from fetcher.metrics import Metrics
-from fetcher.policy import Policy
-from fetcher.resolver import StaticResolver
+from fetcher.net.download import Downloader
+from fetcher.net.policy import Policy
+from fetcher.net.resolver import StaticResolver
 from fetcher.server import FetcherServer
 from fetcher.settings import Settings, parse_listen
-from fetcher.workers import WorkerPool
 from testkit.origin import Origin, Reply
 from testkit.searxng import SearxngStandIn, pointed_at, recorded
+from testkit.streaming_engine import chunk, engine_handler
 
 MODEL = "bench-model"
 #: Scripted delays (seconds): before each engine round, before each page of the site.

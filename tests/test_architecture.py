@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,7 +105,9 @@ def test_the_fetcher_only_builds_the_production_limits(path: Path) -> None:
 
 def test_the_scan_would_see_a_loosened_policy(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("from fetcher.policy import Policy\np = Policy(exempt=())\nq = Policy()\n")
+    sample.write_text(
+        "from fetcher.net.policy import Policy\np = Policy(exempt=())\nq = Policy()\n"
+    )
     assert calls_with_arguments(sample, "Policy") == [2]
 
 
@@ -130,10 +133,19 @@ def module_map(title: str) -> list[str]:
     return names
 
 
+def package_modules(package: str) -> list[str]:
+    """Every module of a package as a path inside it (``loop/turn.py``), generated code aside."""
+    return sorted(
+        str(p.relative_to(ROOT / package))
+        for p in (ROOT / package).rglob("*.py")
+        if p.name != "__init__.py" and "v1" not in p.relative_to(ROOT / package).parts
+    )
+
+
 @pytest.mark.parametrize("package", ["fetcher", "gateway", "testkit", "bench"])
 def test_the_module_map_names_every_module_once_and_nothing_else(package: str) -> None:
     names = module_map(f"{package}/")
-    files = sorted(p.name for p in (ROOT / package).glob("*.py") if p.name != "__init__.py")
+    files = package_modules(package)
     # A line may name a module and the entry point that only calls it (cli.py, __main__.py).
     listed = sorted(name for name in names if name.endswith(".py"))
     assert sorted(set(files) - {"__main__.py"} - set(listed)) == []
@@ -142,11 +154,77 @@ def test_the_module_map_names_every_module_once_and_nothing_else(package: str) -
 
 
 def test_the_module_map_names_every_test_module() -> None:
+    """Each test module by its path inside its area (``tests/gateway/loop/test_turn.py`` is
+    listed as ``loop/test_turn.py`` under tests/gateway/)."""
     text = (ROOT / "ARCHITECTURE.md").read_text()
     tests = ROOT / "tests"
-    missing = [
-        str(p.relative_to(ROOT))
-        for p in tests.rglob("*.py")
-        if p.name != "__init__.py" and p.name not in text
-    ]
+    missing = []
+    for p in tests.rglob("*.py"):
+        parts = p.relative_to(tests).parts
+        if p.name == "__init__.py":
+            continue
+        inside = "/".join(parts[1:]) if len(parts) > 1 else parts[0]
+        whole = "/".join(parts)
+        if not any(re.search(rf"(?m)^{re.escape(name)}\b", text) for name in (inside, whole)):
+            missing.append(str(p.relative_to(ROOT)))
     assert missing == []
+
+
+#: The packages of each process, lowest first: a package imports only those before it (and
+#: the process's common modules at the top, which import no package of their own).
+LAYERS = {
+    "gateway": ("api", "tools", "stream", "engine", "loop", "http", "mcp"),
+    "fetcher": ("net", "isolation", "html", "pdf"),
+}
+#: Top-level modules every package may use: vocabularies and values that import no package.
+COMMON = {
+    "gateway": ("errors", "metrics", "settings", "prompts"),
+    "fetcher": ("errors", "reasons", "outcome", "report"),
+}
+
+
+def _layer_of(process: str, module: str) -> str:
+    """The package of a dotted module name (``gateway.loop.turn`` → ``loop``), or its top name."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+@pytest.mark.parametrize("process", sorted(LAYERS))
+def test_packages_import_only_packages_below_them(process: str) -> None:
+    order = LAYERS[process]
+    wrong = []
+    for path in modules(process):
+        inside = path.relative_to(ROOT / process).parts
+        if len(inside) < 2:
+            continue  # the top: the composition root and the common modules
+        own = order.index(inside[0])
+        for name in imports(path):
+            parts = name.split(".")
+            if parts[0] != process or len(parts) < 2 or parts[1] == inside[0]:
+                continue
+            target = parts[1]
+            if target in order:
+                if order.index(target) > own:
+                    wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+            elif target not in COMMON[process] and target != "v1":
+                wrong.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert wrong == []
+
+
+@pytest.mark.parametrize("process", sorted(COMMON))
+def test_common_modules_import_no_package(process: str) -> None:
+    wrong = [
+        f"{module}: {name}"
+        for module in COMMON[process]
+        for name in imports(ROOT / process / f"{module}.py")
+        if name.split(".")[0] == process
+        and len(name.split(".")) > 1
+        and name.split(".")[1] in LAYERS[process]
+    ]
+    assert wrong == []
+
+
+def test_the_layer_scan_would_see_an_import_upwards(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("from gateway.loop.turn import ChatTurn\nimport gateway.api.sse\n")
+    assert "gateway.loop.turn" in set(imports(sample))

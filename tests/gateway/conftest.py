@@ -13,15 +13,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gateway.app import FetcherProbe, SearxngProbe, create_app, not_checked
-from gateway.ledger import Found
-from gateway.loop import FilterFactory, default_filter
+from gateway.http.serving import uvicorn_config
+from gateway.loop.tooltext.filter import FilterOutput
+from gateway.loop.turn import FilterFactory, default_filter
 from gateway.metrics import GatewayMetrics
-from gateway.serving import uvicorn_config
 from gateway.settings import EngineSettings, Settings, Timeouts
-from gateway.tool_events import Searched
-from gateway.tools import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
-from gateway.tooltext import FilterOutput
-from tests.gateway.fake_engine import FakeEngine
+from gateway.tools.base import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
+from gateway.tools.events import Searched
+from gateway.tools.ledger import Found
+from testkit.engine import FakeEngine
 from tests.gateway.servers import serve
 
 KEY = "test-key-0123456789abcdef"
@@ -195,3 +195,26 @@ def gateway_at(engine: FakeEngine) -> GatewayFactory:
 async def http() -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(timeout=10, trust_env=False) as client:
         yield client
+
+
+CHATS = "/v1/chat/completions"
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    return registry.get_sample_value(name, labels) or 0.0
+
+
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Wait for a condition the server settles after the client already has its answer."""
+    async with asyncio.timeout(seconds):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def outcome(registry: CollectorRegistry, mode: str, result: str) -> float:
+    return sample(registry, "tigress_gateway_chat_requests_total", mode=mode, outcome=result)
+
+
+async def post_chat(http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> httpx.Response:
+    """POST one chat with the test key."""
+    return await http.post(f"{url}{CHATS}", json=body, headers=AUTH)

@@ -1,0 +1,1 @@
+"""The network side: address parsing and policy, one lookup, the pinned connection, a download."""
