@@ -132,6 +132,8 @@ class NoopTool:
     """The bench's one tool: answers at once, so the Web rounds measure the stream."""
 
     name = TOOL
+    subject = None
+    folded: frozenset[str] = frozenset()
     schema: Mapping[str, Any] = {
         "type": "function",
         "function": {"name": TOOL, "description": "Does nothing.", "parameters": {}},

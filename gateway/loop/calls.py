@@ -19,6 +19,7 @@ from typing import Any
 
 from gateway import prompts
 from gateway.api.chunks import CallFragment
+from gateway.tools.base import CallShape
 from gateway.tools.events import RunningCall, Working
 
 
@@ -126,6 +127,8 @@ class VettedCall:
         verdict: Whether it runs, and if not, why.
         message: For calls that do not run, the tool message saying why.
         key: Dedup key (empty for calls that cannot run).
+        subject: The tool's subject argument as (name, value), cut to `SUBJECT_CHARS`,
+            for the ``working`` event; None when the tool has none or the call lacks it.
     """
 
     call_id: str
@@ -135,36 +138,35 @@ class VettedCall:
     verdict: CallVerdict
     message: str = ""
     key: str = ""
+    subject: tuple[str, str] | None = None
 
 
-def _fold(value: Any, *, query: bool) -> Any:
+def _fold(value: Any, *, fold: bool, names: frozenset[str]) -> Any:
     if isinstance(value, str):
         text = value.strip()
-        return " ".join(text.casefold().split()) if query else text
+        return " ".join(text.casefold().split()) if fold else text
     if isinstance(value, list):
-        return [_fold(v, query=query) for v in value]
+        return [_fold(v, fold=fold, names=names) for v in value]
     if isinstance(value, Mapping):
-        return {
-            str(k): _fold(v, query=query or k in ("query", "queries")) for k, v in value.items()
-        }
+        return {str(k): _fold(v, fold=fold or k in names, names=names) for k, v in value.items()}
     return value
 
 
-def call_key(name: str, arguments: Mapping[str, Any]) -> str:
+def call_key(name: str, arguments: Mapping[str, Any], folded: frozenset[str] = frozenset()) -> str:
     """The identity of a call for dedup (SPEC 3.4).
 
-    JSON keys sorted, strings trimmed, and in ``query``/``queries`` case and whitespace
-    folded, so ``{"query": " Rust  Jobs"}`` repeats ``{"query": "rust jobs"}``.
+    JSON keys sorted, strings trimmed, and in the tool's ``folded`` arguments (a search's
+    ``query`` and ``queries``) case and whitespace folded, so ``{"query": " Rust  Jobs"}``
+    repeats ``{"query": "rust jobs"}``.
     """
-    folded = _fold(dict(arguments), query=False)
-    return name + "\x00" + json.dumps(folded, sort_keys=True, ensure_ascii=False)
+    normal = _fold(dict(arguments), fold=False, names=folded)
+    return name + "\x00" + json.dumps(normal, sort_keys=True, ensure_ascii=False)
 
 
 def vet_call(
     raw: RawCall,
     *,
-    offered: Sequence[str],
-    required: Mapping[str, Sequence[str]],
+    tools: Mapping[str, CallShape],
     seen: set[str],
     scope: prompts.Scope = prompts.Scope.ANSWER,
 ) -> VettedCall:
@@ -172,8 +174,7 @@ def vet_call(
 
     Args:
         raw: The call as written.
-        offered: Names of the tools offered in this answer.
-        required: Required argument names per tool.
+        tools: The tools offered in this answer, by name, with what vetting needs of each.
         seen: Keys of calls already run in this answer; the key of a call that will run
             is added, so a repeat inside the same round is caught too.
         scope: What ``seen`` belongs to (an answer, or an MCP session), for the message.
@@ -205,14 +206,15 @@ def vet_call(
     # chat template (llama-server with Qwen3-Coder or GLM templates) answer 500 to
     # anything else, which would end the turn instead of letting the model try again.
     text = json.dumps(decoded) if isinstance(decoded, dict) else "{}"
-    if raw.name not in offered:
+    shape = tools.get(raw.name)
+    if shape is None:
         return VettedCall(
             call_id,
             raw.name,
             {},
             text,
             CallVerdict.UNKNOWN_TOOL,
-            prompts.UNKNOWN_TOOL.format(name=raw.name or "(empty)", names=", ".join(offered)),
+            prompts.UNKNOWN_TOOL.format(name=raw.name or "(empty)", names=", ".join(tools)),
         )
     if not isinstance(decoded, dict):
         return VettedCall(
@@ -223,7 +225,7 @@ def vet_call(
             CallVerdict.BAD_ARGUMENTS,
             prompts.BAD_ARGUMENTS.format(name=raw.name, problem="not an object"),
         )
-    missing = [r for r in required.get(raw.name, ()) if r not in decoded]
+    missing = [r for r in shape.required if r not in decoded]
     if missing:
         return VettedCall(
             call_id,
@@ -233,7 +235,7 @@ def vet_call(
             CallVerdict.MISSING_ARGUMENTS,
             prompts.MISSING_ARGUMENTS.format(name=raw.name, missing=", ".join(missing)),
         )
-    key = call_key(raw.name, decoded)
+    key = call_key(raw.name, decoded, shape.folded)
     if key in seen:
         return VettedCall(
             call_id,
@@ -245,12 +247,18 @@ def vet_call(
             key,
         )
     seen.add(key)
-    return VettedCall(call_id, raw.name, decoded, text, CallVerdict.RUN, "", key)
+    return VettedCall(
+        call_id, raw.name, decoded, text, CallVerdict.RUN, "", key, _subject(shape, decoded)
+    )
 
 
-#: The arguments that say what a call works on, for the ``working`` event: the first one
-#: a call has (as a string) is named there.
-SUBJECT_ARGUMENTS = ("query", "url")
+def _subject(shape: CallShape, arguments: Mapping[str, Any]) -> tuple[str, str] | None:
+    value = arguments.get(shape.subject) if shape.subject is not None else None
+    if shape.subject is None or not isinstance(value, str):
+        return None
+    return shape.subject, " ".join(value.split())[:SUBJECT_CHARS]
+
+
 #: Characters of a subject kept in the event (a query is at most 400, an address 4096).
 SUBJECT_CHARS = 200
 
@@ -258,18 +266,8 @@ SUBJECT_CHARS = 200
 def working(calls: Sequence[VettedCall]) -> Working:
     """The ``working`` event for the calls of a round that run.
 
-    Each running call is named by its tool and its subject (`SUBJECT_ARGUMENTS`) on one
-    line, cut to `SUBJECT_CHARS`: the model wrote them, so a client shows them as text.
+    Each running call is named by its tool and its subject (`gateway.tools.base.Tool.subject`)
+    on one line, cut to `SUBJECT_CHARS`: the model wrote them, so a client shows them as text.
     """
-    running: list[RunningCall] = []
-    for call in calls:
-        if call.verdict is not CallVerdict.RUN:
-            continue
-        subject = None
-        for name in SUBJECT_ARGUMENTS:
-            value = call.arguments.get(name)
-            if isinstance(value, str):
-                subject = (name, " ".join(value.split())[:SUBJECT_CHARS])
-                break
-        running.append(RunningCall(call.name, subject))
-    return Working(tuple(running))
+    running = [call for call in calls if call.verdict is CallVerdict.RUN]
+    return Working(tuple(RunningCall(call.name, call.subject) for call in running))

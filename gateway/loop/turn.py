@@ -61,6 +61,7 @@ from gateway.stream.events import (
     Usage,
 )
 from gateway.tools.base import (
+    CallShape,
     ToolBox,
     ToolContext,
     ToolOutcome,
@@ -222,8 +223,7 @@ class ChatTurn:
         """Run the loop; yield what the client should see, in order."""
         state = LoopState()
         schemas: list[Any] = self._tools.schemas()
-        offered = self._tools.names
-        required = {name: self._tools.required_arguments(name) for name in offered}
+        shapes = self._tools.shapes()
         while state.phase is not Phase.DONE:
             plan = next_round(state, self._memory.get(self._engine))
             if plan.announce_answer:
@@ -259,7 +259,7 @@ class ChatTurn:
             if advance.learnt is not None:
                 self._memory.learn(self._engine, advance.learnt)
             if advance.step is Step.RUN_CALLS:
-                async for event in self._run_calls(raw_calls, result, offered, required):
+                async for event in self._run_calls(raw_calls, result, shapes):
                     yield event
                 state = after_calls(state, searches_spent=self.budgets.searches_spent)
                 if result.malformed and state.phase is Phase.TOOLS:
@@ -365,12 +365,9 @@ class ChatTurn:
         self,
         raw_calls: list[RawCall],
         result: _Round,
-        offered: list[str],
-        required: dict[str, list[str]],
+        shapes: dict[str, CallShape],
     ) -> AsyncIterator[StreamEvent]:
-        vetted = [
-            vet_call(c, offered=offered, required=required, seen=self._seen) for c in raw_calls
-        ]
+        vetted = [vet_call(c, tools=shapes, seen=self._seen) for c in raw_calls]
         self._conversation.add_assistant(
             result.visible,
             [
@@ -419,7 +416,7 @@ class ChatTurn:
         if now.calls:
             yield ToolEvent(Working(()))  # the tools are done; the model is asked again
         for call, done in zip(vetted, results, strict=True):
-            label = call.name if call.name in offered else "unknown"
+            label = call.name if call.name in shapes else "unknown"
             if call.verdict is not CallVerdict.RUN:
                 text, outcome = call.message, call.verdict.value
             elif done is None:

@@ -51,7 +51,7 @@ from gateway.mcp.sessions import McpSession, McpSessions
 from gateway.metrics import GatewayMetrics
 from gateway.stream.drain import Drain
 from gateway.tools.base import Tool, ToolBox, ToolOutcome, ToolResult, failed, no_result, timed_out
-from gateway.tools.events import Read, Searched, ThorEvent
+from gateway.tools.events import ThorEvent
 
 if TYPE_CHECKING:
     # gateway.http.services holds the MCP endpoint, which holds this.
@@ -90,20 +90,6 @@ def session_header(ctx: ServerRequestContext[Any, Any]) -> tuple[str, int] | Non
     if session_id is None or not isinstance(key, int):
         return None
     return session_id, key
-
-
-def progress_message(event: ThorEvent) -> str:
-    """A one-line account of a tool event, for the client's user."""
-    if isinstance(event, Searched):
-        queries = ", ".join(f'"{q}"' for q in event.queries)
-        return prompts.MCP_PROGRESS_SEARCHED.format(queries=queries, results=event.results)
-    if isinstance(event, Read):
-        if event.ok:
-            return prompts.MCP_PROGRESS_READ.format(
-                title=event.title or event.final_url, url=event.final_url
-            )
-        return prompts.MCP_PROGRESS_NOT_READ.format(url=event.url, reason=event.reason)
-    return str(event.payload().get("type", ""))
 
 
 class McpTools:
@@ -200,8 +186,7 @@ class McpTools:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         vetted = vet_call(
             RawCall("", params.name, dict(params.arguments or {})),
-            offered=self._tools.names,
-            required={tool.name: self._tools.required_arguments(tool.name)},
+            tools=self._tools.shapes(),
             seen=session.seen,
             scope=session.context.scope,
         )
@@ -295,7 +280,7 @@ class McpTools:
         """Send one tool event: progress (when asked for) and a log entry (when wanted)."""
         # A client that went away cannot be told; the call goes on until it is stopped.
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            await ctx.session.report_progress(count, message=progress_message(event))
+            await ctx.session.report_progress(count, message=event.progress())
             if LOG_LEVELS.index(EVENT_LOG_LEVEL) >= _level_index(session.log_level):
                 await ctx.session.send_notification(
                     types.LoggingMessageNotification(

@@ -100,6 +100,18 @@ class Tool(Protocol):
         """The OpenAI ``tools`` entry (``{"type": "function", "function": {...}}``)."""
         ...
 
+    @property
+    def subject(self) -> str | None:
+        """The argument that says what a call works on, named in the ``working`` event
+        (``query``, ``url``), or None."""
+        ...
+
+    @property
+    def folded(self) -> frozenset[str]:
+        """Arguments whose case and runs of whitespace do not make a call new (SPEC 3.4
+        folds a search's query: ``" Rust  Jobs"`` repeats ``"rust jobs"``)."""
+        ...
+
     def run(
         self, arguments: Mapping[str, Any], context: ToolContext
     ) -> AsyncGenerator[ToolItem, None]:
@@ -132,6 +144,22 @@ def no_result(name: str) -> ToolResult:
     return ToolResult(prompts.TOOL_FAILED.format(name=name, problem="no result"), ToolOutcome.ERROR)
 
 
+@dataclass(frozen=True, slots=True)
+class CallShape:
+    """What vetting a call needs of its tool, all from the tool itself: the loop, its
+    rounds and its repeat check name no tool.
+
+    Attributes:
+        required: Argument names the tool's schema lists as required.
+        subject: The argument named in the ``working`` event (`Tool.subject`).
+        folded: Arguments folded for the repeat check (`Tool.folded`).
+    """
+
+    required: tuple[str, ...] = ()
+    subject: str | None = None
+    folded: frozenset[str] = frozenset()
+
+
 class ToolBox:
     """The tools offered under the Web switch, by name."""
 
@@ -158,14 +186,16 @@ class ToolBox:
         """The ``tools`` list sent to the engine."""
         return [tool.schema for tool in self._tools.values()]
 
-    def required_arguments(self, name: str) -> list[str]:
-        """Names the tool's schema lists as required."""
-        tool = self._tools.get(name)
-        if tool is None:
-            return []
-        params = _mapping(_mapping(tool.schema.get("function")).get("parameters"))
-        required = params.get("required", [])
-        return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+    def shapes(self) -> dict[str, CallShape]:
+        """Each offered tool's `CallShape`, in offer order."""
+        return {name: _shape(tool) for name, tool in self._tools.items()}
+
+
+def _shape(tool: Tool) -> CallShape:
+    params = _mapping(_mapping(tool.schema.get("function")).get("parameters"))
+    required = params.get("required", [])
+    names = tuple(r for r in required if isinstance(r, str)) if isinstance(required, list) else ()
+    return CallShape(names, tool.subject, frozenset(tool.folded))
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

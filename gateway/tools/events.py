@@ -24,9 +24,26 @@ cannot tell a tool at work from the model at work.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from gateway import prompts
 from gateway.tools.ledger import Source
+
+
+class ThorEvent(Protocol):
+    """A tool event: what the stream and MCP need of it, so neither names a tool's event.
+
+    A new tool brings its own event class with these two methods; the page adds one line
+    to its event renderer table (``render.js``) to show it.
+    """
+
+    def payload(self) -> dict[str, Any]:
+        """The ``thor_event`` object (its ``type`` names the event)."""
+        ...
+
+    def progress(self) -> str:
+        """One line for an MCP client's user (a progress notification's message)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +83,11 @@ class Searched:
             "error": self.error,
         }
 
+    def progress(self) -> str:
+        """``searched: "a", "b" (N results)``."""
+        queries = ", ".join(f'"{q}"' for q in self.queries)
+        return prompts.MCP_PROGRESS_SEARCHED.format(queries=queries, results=self.results)
+
 
 @dataclass(frozen=True, slots=True)
 class Read:
@@ -99,6 +121,14 @@ class Read:
             "reason": self.reason,
         }
 
+    def progress(self) -> str:
+        """``read: title — address``, or ``not read: address (reason)``."""
+        if self.ok:
+            return prompts.MCP_PROGRESS_READ.format(
+                title=self.title or self.final_url, url=self.final_url
+            )
+        return prompts.MCP_PROGRESS_NOT_READ.format(url=self.url, reason=self.reason)
+
 
 @dataclass(frozen=True, slots=True)
 class Sources:
@@ -112,6 +142,10 @@ class Sources:
             "type": "sources",
             "sources": [{"n": s.n, "url": s.url, "title": s.title} for s in self.sources],
         }
+
+    def progress(self) -> str:
+        """The event's type: the loop's own events are not sent over MCP."""
+        return "sources"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +163,10 @@ class Citations:
     def payload(self) -> dict[str, Any]:
         """The ``thor_event`` object."""
         return {"type": "citations", "cited": list(self.cited), "unknown": list(self.unknown)}
+
+    def progress(self) -> str:
+        """The event's type: the loop's own events are not sent over MCP."""
+        return "citations"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +201,6 @@ class Working:
         """The ``thor_event`` object."""
         return {"type": "working", "calls": [call.payload() for call in self.calls]}
 
-
-#: Every tool event.
-ThorEvent = Working | Searched | Read | Sources | Citations
+    def progress(self) -> str:
+        """The event's type: the loop's own events are not sent over MCP."""
+        return "working"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from gateway import prompts
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

@@ -57,6 +57,8 @@ class WebSearch:
 
     name = search_rules.NAME
     schema: Mapping[str, Any] = search_rules.SCHEMA
+    subject = "query"
+    folded = frozenset({"query", "queries"})
 
     def __init__(self, client: SearxngClient, *, metrics: GatewayMetrics) -> None:
         """Args:
@@ -91,6 +93,8 @@ class FetchPages:
 
     name = fetch_rules.NAME
     schema: Mapping[str, Any] = fetch_rules.SCHEMA
+    subject = "url"
+    folded: frozenset[str] = frozenset()
 
     def __init__(self, fetchers: Sequence[FetcherClient], *, deadline: float) -> None:
         """Args:

@@ -69,6 +69,9 @@ def search_schema(name: str = "web_search") -> dict[str, Any]:
 class FakeSearch:
     """A search tool: numbers one source per query, spends one search per query."""
 
+    subject = "query"
+    folded = frozenset({"query", "queries"})
+
     def __init__(self, name: str = "web_search") -> None:
         self._name = name
         self.calls: list[dict[str, Any]] = []
@@ -113,6 +116,9 @@ class FakeSearch:
 
 class BlockingTool:
     """A tool that waits until cancelled, and says so."""
+
+    subject = None
+    folded: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.started = asyncio.Event()

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 
 from gateway import prompts
+
 #: Characters kept of a snippet and of a title: enough to judge a result, short enough
 #: that a round of results fits a small model's context.
 SNIPPET_CHARS = 400

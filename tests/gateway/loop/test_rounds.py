@@ -27,6 +27,7 @@ from gateway.loop.rounds import (
     refuses_required,
     round_fields,
 )
+from gateway.tools.base import CallShape
 
 
 def frag(raw: dict[str, Any]) -> CallFragment:
@@ -34,8 +35,12 @@ def frag(raw: dict[str, Any]) -> CallFragment:
     return parse_chunk({"choices": [{"delta": {"tool_calls": [raw]}}]}).calls[0]
 
 
-OFFERED = ["web_search", "fetch"]
-REQUIRED = {"web_search": ["query"], "fetch": ["url"]}
+#: What vetting knows of the two tools, as each tool declares it (`gateway.tools.base.CallShape`).
+TOOLS = {
+    "web_search": CallShape(("query",), "query", frozenset({"query", "queries"})),
+    "fetch": CallShape(("url",), "url"),
+}
+SEARCH_FOLDED = TOOLS["web_search"].folded
 
 
 def test_fragments_are_joined_by_index_even_when_interleaved() -> None:
@@ -87,12 +92,8 @@ def test_a_name_repeated_on_every_fragment_is_kept_once() -> None:
 
 def test_empty_call_ids_are_replaced_by_generated_ones() -> None:
     seen: set[str] = set()
-    first = vet_call(
-        RawCall("", "web_search", '{"query": "a"}'), offered=OFFERED, required=REQUIRED, seen=seen
-    )
-    second = vet_call(
-        RawCall("", "web_search", '{"query": "b"}'), offered=OFFERED, required=REQUIRED, seen=seen
-    )
+    first = vet_call(RawCall("", "web_search", '{"query": "a"}'), tools=TOOLS, seen=seen)
+    second = vet_call(RawCall("", "web_search", '{"query": "b"}'), tools=TOOLS, seen=seen)
     assert first.call_id.startswith("call_")
     assert first.call_id != second.call_id
 
@@ -108,7 +109,7 @@ def test_empty_call_ids_are_replaced_by_generated_ones() -> None:
     ids=["query-case-and-space", "key-order", "trimmed-strings", "sub-queries-folded"],
 )
 def test_normalised_arguments_make_the_same_key(a: dict[str, object], b: dict[str, object]) -> None:
-    assert call_key("web_search", a) == call_key("web_search", b)
+    assert call_key("web_search", a, SEARCH_FOLDED) == call_key("web_search", b, SEARCH_FOLDED)
 
 
 @pytest.mark.parametrize(
@@ -127,14 +128,12 @@ def test_a_repeated_call_is_not_run_and_the_model_is_told() -> None:
     seen: set[str] = set()
     first = vet_call(
         RawCall("1", "web_search", '{"query": "Rust"}'),
-        offered=OFFERED,
-        required=REQUIRED,
+        tools=TOOLS,
         seen=seen,
     )
     again = vet_call(
         RawCall("2", "web_search", '{"query": " rust"}'),
-        offered=OFFERED,
-        required=REQUIRED,
+        tools=TOOLS,
         seen=seen,
     )
     assert first.verdict is Verdict.RUN
@@ -163,7 +162,7 @@ def test_a_repeated_call_is_not_run_and_the_model_is_told() -> None:
 def test_calls_that_cannot_run_say_what_was_wrong(
     raw: RawCall, verdict: Verdict, words: str
 ) -> None:
-    vetted = vet_call(raw, offered=OFFERED, required=REQUIRED, seen=set())
+    vetted = vet_call(raw, tools=TOOLS, seen=set())
     assert vetted.verdict is verdict
     assert words in vetted.message
 
@@ -171,8 +170,7 @@ def test_calls_that_cannot_run_say_what_was_wrong(
 def test_double_encoded_arguments_are_decoded() -> None:
     vetted = vet_call(
         RawCall("1", "web_search", '"{\\"query\\": \\"x\\"}"'),
-        offered=OFFERED,
-        required=REQUIRED,
+        tools=TOOLS,
         seen=set(),
     )
     assert vetted.verdict is Verdict.RUN
@@ -193,17 +191,13 @@ def test_double_encoded_arguments_are_decoded() -> None:
 def test_history_always_carries_an_object_for_the_engine_to_re_parse(
     arguments: str, verdict: Verdict
 ) -> None:
-    vetted = vet_call(
-        RawCall("1", "web_search", arguments), offered=OFFERED, required=REQUIRED, seen=set()
-    )
+    vetted = vet_call(RawCall("1", "web_search", arguments), tools=TOOLS, seen=set())
     assert vetted.verdict is verdict
     assert isinstance(json.loads(vetted.arguments_text), dict)
 
 
 def test_text_calls_arrive_decoded() -> None:
-    vetted = vet_call(
-        RawCall("", "fetch", {"url": "https://a/"}), offered=OFFERED, required=REQUIRED, seen=set()
-    )
+    vetted = vet_call(RawCall("", "fetch", {"url": "https://a/"}), tools=TOOLS, seen=set())
     assert vetted.verdict is Verdict.RUN
     assert vetted.arguments_text == '{"url": "https://a/"}'
 
@@ -388,3 +382,24 @@ def test_text_with_a_call_in_the_last_answer_round_is_the_answer() -> None:
     advance = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=True))
     assert advance.step is Step.FINISH
     assert not advance.state.no_answer
+
+
+def test_only_the_tools_folded_arguments_are_folded() -> None:
+    # The same change of case is a repeat in a search's query and a new call elsewhere.
+    a, b = (
+        {"query": "Rust", "url": "https://a.example/X"},
+        {"query": "rust", "url": "https://a.example/X"},
+    )
+    assert call_key("web_search", a, SEARCH_FOLDED) == call_key("web_search", b, SEARCH_FOLDED)
+    assert call_key("fetch", a) != call_key("fetch", b)
+
+
+def test_the_working_subject_is_the_tools_own() -> None:
+    arguments = '{"query": "  rust \\n jobs ", "url": "https://a.example/"}'
+    search = vet_call(RawCall("1", "web_search", arguments), tools=TOOLS, seen=set())
+    fetch = vet_call(RawCall("2", "fetch", arguments), tools=TOOLS, seen=set())
+    bare = vet_call(RawCall("3", "other", arguments), tools={"other": CallShape()}, seen=set())
+    assert search.subject == ("query", "rust jobs")
+    assert fetch.subject == ("url", "https://a.example/")
+    assert bare.verdict is Verdict.RUN
+    assert bare.subject is None

@@ -22,6 +22,8 @@ class Crawl:
     """A fetch-like tool: one ``read`` event per page, each page waiting for a gate."""
 
     name = "fetch_page_content_recursive"
+    subject = "url"
+    folded: frozenset[str] = frozenset()
     schema: Mapping[str, Any] = {
         "type": "function",
         "function": {
