@@ -145,7 +145,9 @@ def _marker_stop(marker: str) -> str:
 
 
 # Stops in prose: an opener's '<', a backtick (code), and '[' where '[TOOL_CALLS]' may start.
-_TEXT_STOP: Final = re.compile(rf"[<`]|{_marker_stop(TOOL_CALLS)}")
+# Written as literal branches, not '[<`]|...': re then scans for the three first characters
+# in C, which keeps prose as fast as with '<' and '`' alone.
+_TEXT_STOP: Final = re.compile(rf"<|`|{_marker_stop(TOOL_CALLS)}")
 _FENCE_CLOSE: Final = re.compile(r"(`+)[ \t\r]*")
 _INFO_STOP: Final = re.compile(r"[`\n]")
 
@@ -174,6 +176,14 @@ _OPENED: Final[dict[str, tuple[int, str]]] = {
 }
 # Markers that are a block whatever follows (R17-R19): nothing after them is released as prose.
 _MARKERS: Final = frozenset({TOOL_CALLS, PYTHON_TAG, PYTHON_START})
+
+
+def _plain(chunk: str) -> bool:
+    """Whether ``chunk`` holds no stop of ``_TEXT_STOP`` (three ``in`` tests cost less than
+    one regex search on token-sized chunks, and most '[' are citations, not the marker)."""
+    return (
+        "<" not in chunk and "`" not in chunk and ("[" not in chunk or not _TEXT_STOP.search(chunk))
+    )
 
 
 def _col_after(col: int, s: str) -> int:
@@ -317,7 +327,7 @@ class TextToolFilter:
             raise FilterClosedError("feed() after close()")
         if not chunk:
             return FilterOutput("", [], 0)
-        if self._mode == TEXT and self._pos == len(self._buf) and not _TEXT_STOP.search(chunk):
+        if self._mode == TEXT and self._pos == len(self._buf) and _plain(chunk):
             # Fast path: plain prose with nothing held is released as it came.
             self._buf = ""
             self._pos = 0

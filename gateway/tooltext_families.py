@@ -81,8 +81,8 @@ _GLM_NAME: Final = re.compile(r"[^\s<]*")
 # A quoted MiniMax name or parameter: non-empty, no quote, angle bracket or line break.
 _QUOTED: Final = re.compile(r'[^"<>\r\n]*')
 _SPACES: Final = re.compile(r"[ \t]*")
-# Mistral tool names (its API allows [a-zA-Z0-9_-]; '.' is common in namespaced tools).
-MISTRAL_NAME: Final = re.compile(r"[\w.\-]*")
+# Mistral tool names (its API allows [a-zA-Z0-9_-]).
+MISTRAL_NAME: Final = re.compile(r"[\w\-]*")
 # Pythonic names and keyword arguments.
 _PY_NAME: Final = re.compile(r"[\w.\-]*")
 _PY_ARG: Final = re.compile(r"\w*")
@@ -601,6 +601,9 @@ class PyListScan:
         j = self._skip_ws(buf)
         if j < 0:
             return self._more(buf, eos)
+        if buf[j] == "]" and self.calls:  # a trailing comma, as Python allows
+            self.end = j + 1
+            return DONE
         self._vstart = j  # the name's start
         self._state = _L_NAME
         return None
