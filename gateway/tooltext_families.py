@@ -613,10 +613,10 @@ class PyListScan:
         self.pos = end
         names = self._names
         if end == len(buf):
-            name = buf[self._vstart : end]
-            prefix = any(n.startswith(name) for n in names) if names is not None else True
-            if not self.committed and not prefix:
-                return PROSE
+            if not self.committed and names is not None:
+                name = buf[self._vstart : end]  # short: no offered name is longer
+                if not any(n.startswith(name) for n in names):
+                    return PROSE
             return self._more(buf, eos)
         name = buf[self._vstart : end]
         if not name or buf[end] != "(" or (names is not None and name not in names):

@@ -768,3 +768,67 @@ def test_calls_are_released_when_their_block_is_complete() -> None:
     f3 = TextToolFilter(TOOLS)
     assert f3.feed("[web_search(query='a'), web_search(query='b')").calls == []
     assert [c.arguments for c in f3.feed("]").calls] == [{"query": "a"}, {"query": "b"}]
+
+
+# ------------------------------------------------------------------ linear time (R3, brief)
+# Long held stretches of every new form, fed one character at a time. Each would take
+# minutes if a held block were re-scanned on every feed; no timing is asserted (the suite
+# timeout is the guard), and the doubling is measured by hand (report of issue 21).
+
+
+def feed_chars(answer: str) -> tuple[int, int, int]:
+    from gateway.tooltext import TextToolFilter
+
+    f = TextToolFilter(TOOLS)
+    text = calls = bad = 0
+    for ch in answer:
+        out = f.feed(ch)
+        text += len(out.text)
+        calls += len(out.calls)
+        bad += out.malformed
+    out = f.close()
+    return text + len(out.text), calls + len(out.calls), bad + out.malformed
+
+
+LONG: list[tuple[str, str, tuple[int, int, int]]] = [
+    (
+        "glm-value",
+        "<tool_call>web_search<arg_key>query</arg_key><arg_value>"
+        + "x < y </arg_valu " * 12000
+        + "</arg_value></tool_call>",
+        (0, 1, 0),
+    ),
+    ("glm-key", "<tool_call>web_search<arg_key>" + "k" * 200000 + "</arg_key>", (0, 0, 1)),
+    (
+        "minimax-value",
+        '<minimax:tool_call><invoke name="web_search"><parameter name="query">'
+        + "a</parameter> b " * 12000
+        + "</parameter></invoke></minimax:tool_call>",
+        (0, 1, 0),
+    ),
+    (
+        "seed-value",
+        "<seed:tool_call><function=web_search><parameter=query>"
+        + "x</parameter> </tool_call> " * 8000
+        + "</parameter></function></seed:tool_call>",
+        (0, 1, 0),
+    ),
+    ("mistral-args", '[TOOL_CALLS]web_search{"q": [' + "1, " * 80000 + "1]}", (0, 1, 0)),
+    ("mistral-name", "[TOOL_CALLS]" + "n" * 200000 + "{}", (0, 1, 0)),
+    ("mistral-parts", "[TOOL_CALLS]" + "web_search{}" * 20000, (0, 20000, 0)),
+    ("mistral-malformed-line", "[TOOL_CALLS] " + "words " * 40000 + "\nok", (2, 0, 1)),
+    ("python-tag-gaps", "<|python_tag|>" + f"{PT_OBJ}   ;   " * 5000 + PT_OBJ, (0, 5001, 0)),
+    ("pythonic-string", "[web_search(query='" + "ab\\' ), " * 30000 + "')]", (0, 1, 0)),
+    ("pythonic-list", "[web_search(queries=[" + "'a', " * 40000 + "'a'])]", (0, 1, 0)),
+    ("pythonic-calls", "[" + "web_search(query='q'), " * 8000 + "web_search()]", (0, 8001, 0)),
+    ("pythonic-layout", "[" + " \n" * 100000 + "]", (200002, 0, 0)),
+    ("python-start-name", "<|python_start|>[" + "n" * 200000 + "()]", (0, 1, 0)),
+    ("python-start-skip", "<|python_start|>print(" + "a" * 200000 + "<|python_end|>", (0, 0, 1)),
+]
+
+
+@pytest.mark.parametrize(("answer", "expected"), [pytest.param(a, e, id=i) for i, a, e in LONG])
+def test_long_held_stretches_in_single_characters(
+    answer: str, expected: tuple[int, int, int]
+) -> None:
+    assert feed_chars(answer) == expected
