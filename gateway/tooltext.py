@@ -13,24 +13,37 @@ nothing is held. The modes:
 
 * ``GAP``: whitespace whose fate is not known yet. At the start of the answer (policy LEAD)
   it is dropped if the answer starts with a removed block and kept otherwise; here an
-  answer-initial ``{`` or code fence may start an untagged call (R8). After a removed block
-  (policy AFTER) it also swallows orphan ``</tool_call>`` / ``</function>`` closers, and
+  answer-initial ``{`` or code fence may start an untagged call (R8), and an answer-initial
+  ``[`` a pythonic list (R19). After a removed block (policy AFTER) it also swallows orphan
+  ``</tool_call>`` / ``</function>`` / ``</seed:tool_call>`` closers (R10, R15), and
   further blocks continue the same swallowed stretch. Of the stretch it keeps only the last
   non-empty whitespace run (held as a string, so the buffer need not keep the closers), and
   only if the visible text is non-empty and does not end in whitespace (R10).
-* ``TEXT``: prose. Runs up to the next ``<`` or backtick are emitted in bulk. At ``<`` an
-  opener (R2) is matched; a proper prefix at the end of the buffer is held (R3).
+* ``TEXT``: prose. Runs up to the next ``<``, backtick or ``[TOOL_CALLS]`` (R17) are emitted
+  in bulk. At ``<`` an opener (R2, R15, R16, R18, R19) is matched; a proper prefix at the end
+  of the buffer is held (R3). A ``[`` stops the run only where the marker, or a proper prefix
+  of it at the end of the buffer, starts, so citations cost nothing.
 * ``CODE``: inline code spans and fenced blocks (R9), followed by
   :class:`~gateway.tooltext_code.CodeScan`. Code is emitted at once; nothing in it is
   detected. A span that closes within the buffer is passed over inside ``TEXT``.
-* ``WRAP``: after ``<tool_call>``, deciding the body (R4). ``XML``: one function in the XML
-  form (R5, R6), read by :class:`~gateway.tooltext_xml.XmlFunctionScan`; ``FN_AFTER``: after
-  ``</function>`` in a wrapper, another function or the optional ``</tool_call>``. ``JSON``
+* ``WRAP``: after ``<tool_call>`` or ``<seed:tool_call>``, deciding the body (R4, R15).
+  ``XML``: one function in the XML form (R5, R6), read by
+  :class:`~gateway.tooltext_xml.XmlFunctionScan`; ``FN_AFTER``: after ``</function>`` in a
+  wrapper, another function or the wrapper's optional closer. ``GLM``: a ``<tool_call>``
+  body that is no JSON or XML form, read by :class:`~gateway.tooltext_families.GlmScan`
+  (R14) and released as prose unless it is a GLM call. ``JSON``
   and ``JSON_END``: a JSON value (:class:`~gateway.tooltext_parse.JsonScan`) and the optional
   closer after it (R7, R8). ``SKIP``: a malformed block, hidden up to its closer (R12).
 * ``FENCE_OPEN`` / ``FENCE_BETWEEN``: an answer-initial fence held until its body is known
   to be only tool-call blocks or one call object (then hidden) or anything else (then
   released and re-read as an ordinary code block).
+* Other families (R15-R19), read by :mod:`gateway.tooltext_families`: ``MM_WRAP``,
+  ``INVOKE_FN`` and ``INVOKE_AFTER`` (MiniMax-M2's wrapper, one ``<invoke>`` function, and
+  what follows it); ``MS_BODY``, ``MS_NAME`` and ``MS_ARGS`` (after ``[TOOL_CALLS]``: an
+  array, or ``NAME``, ``[ARGS]`` and the object, with ``JSON`` reading the values);
+  ``PT_BODY`` and ``PT_AFTER`` (after ``<|python_tag|>``: an object, then ``;`` and another);
+  ``PY_BODY``, ``PY_LIST`` and ``PY_END`` (a pythonic list, inside ``<|python_start|>`` or at
+  the answer's start, and the optional ``<|python_end|>``).
 
 Text that turns out not to be a block (R4, a failed untagged call or fence) is released by
 moving the cursor back to its start and re-reading it as prose; that happens at most once per
@@ -79,6 +92,41 @@ Choices where SPEC 4a leaves room
   may end in CRLF, as CommonMark's line ends do (otherwise a CRLF answer's fence would
   never close, and a call after it would reach the page as text).
 * ``feed`` or ``close`` after ``close`` raises :class:`FilterClosedError`.
+
+Choices for the other families (R14-R19)
+----------------------------------------
+* Wrappers (``<tool_call>`` for GLM, ``<seed:tool_call>``, ``<minimax:tool_call>``) follow R4:
+  a body that is not their form is prose, released unchanged. Markers (``[TOOL_CALLS]``,
+  ``<|python_tag|>``, ``<|python_start|>``) are a block whatever follows (R17, R12): what
+  cannot be read is malformed.
+* A malformed block of a form with a closer is hidden up to it (``</tool_call>``,
+  ``</seed:tool_call>``, ``</minimax:tool_call>``, ``<|python_end|>``); one without
+  (``[TOOL_CALLS]``, ``<|python_tag|>``, an answer-initial list) up to the end of the line
+  where it broke, so an answer written after it stays visible.
+* GLM (R14): the name runs to whitespace or ``<`` and must be an offered tool; the text is
+  held while it can still become one. A value ends at the first ``</arg_value>``, as GLM's
+  own parsers read it; a key is trimmed and may not be empty or hold ``<``. After a complete
+  pair ``</tool_call>`` is optional (as after R5's ``</function>``); a name with neither a
+  pair nor the closer at the end of the stream is a block cut short (R11).
+* Seed-OSS (R15): the body is the XML form only, where ``</seed:tool_call>`` takes the part
+  ``</tool_call>`` has in R5 (and ``</tool_call>`` is ordinary value text).
+* MiniMax-M2 (R16): ``<invoke name="`` and ``<parameter name="`` are matched as written,
+  with optional spaces before their ``>``; names may not hold ``"<>`` or line breaks. Any
+  name goes inside the wrapper (as R7). ``</minimax:tool_call>`` closes an open ``<invoke>``
+  too, and is optional after ``</invoke>``; a value missing ``</parameter>`` never ends.
+* Mistral (R17): NAME is word characters and ``-``, followed at once by ``[ARGS]`` or ``{``
+  (whitespace may come between ``[ARGS]`` and ``{``, and after the marker). A further NAME
+  part must follow the object at once; anything else ends the block. The array must be
+  non-empty and hold only call objects (R7); a lone object after the marker is neither form.
+* Llama 3.1 (R18): ``;`` between objects may have whitespace around it; a ``;`` not followed
+  by an object is text. An object that is no call ends the block as a malformed one.
+* Pythonic (R19): the answer-initial list is a block from ``[NAME(`` with NAME offered (names
+  are word characters, ``.`` and ``-``; whitespace is allowed where Python allows it, and a
+  trailing comma). Keyword arguments only. VALUE is read with :func:`ast.literal_eval` and
+  must be of JSON's kinds (tuples, sets, bytes, complex and non-finite numbers are refused);
+  an invalid escape (a backslash before ``d``) is kept as Python keeps it. Values are not
+  retyped by the schema (R6 is for XML values). Inside ``<|python_start|>`` any name goes
+  and the list is a block from its ``[``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ the filter acts: ``NEED`` (more text), ``DONE`` (a call; ``end`` is past ``</fun
 Value ends (R5), first of: ``</parameter>`` followed, after whitespace, by ``<parameter=``,
 ``</function>``, ``</tool_call>`` or the end of the stream; a line-start ``<parameter=Q>`` for a
 schema parameter not yet seen; ``</function>`` followed, after whitespace, by ``</tool_call>``
-or the end of the stream. Anything else, tags included, is part of the value.
+or the end of the stream. Anything else, tags included, is part of the value. In Seed-OSS's
+wrapper (R15) ``</seed:tool_call>`` takes the part of ``</tool_call>``.
 """
 
 from __future__ import annotations

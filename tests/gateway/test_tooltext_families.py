@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from gateway.tooltext import TextToolCall, TextToolFilter
+from gateway.tooltext_families import python_literal
 from tests.gateway.tooltext_cases import TOOLS, Calls, cut, run, steps
 
 Q: Calls = [("web_search", {"query": "q"})]
@@ -754,8 +756,6 @@ def test_only_undecidable_text_is_held(chunks: list[str], released: list[str]) -
 
 
 def test_calls_are_released_when_their_block_is_complete() -> None:
-    from gateway.tooltext import TextToolCall, TextToolFilter
-
     f = TextToolFilter(TOOLS)
     assert (
         f.feed("<tool_call>web_search<arg_key>query</arg_key><arg_value>q</arg_value>").calls == []
@@ -777,8 +777,6 @@ def test_calls_are_released_when_their_block_is_complete() -> None:
 
 
 def feed_chars(answer: str) -> tuple[int, int, int]:
-    from gateway.tooltext import TextToolFilter
-
     f = TextToolFilter(TOOLS)
     text = calls = bad = 0
     for ch in answer:
@@ -832,3 +830,33 @@ def test_long_held_stretches_in_single_characters(
     answer: str, expected: tuple[int, int, int]
 ) -> None:
     assert feed_chars(answer) == expected
+
+
+# ------------------------------------------------------------------ the parts on their own
+
+
+@pytest.mark.parametrize(
+    ("text", "ok", "value"),
+    [
+        pytest.param("'a'", True, "a", id="string"),
+        pytest.param(' "a" ', True, "a", id="spaces-around"),
+        pytest.param("-3", True, -3, id="negative"),
+        pytest.param("2.5", True, 2.5, id="float"),
+        pytest.param("[None, True, {'k': [1]}]", True, [None, True, {"k": [1]}], id="nested"),
+        pytest.param("'\\d'", True, "\\d", id="invalid-escape-kept"),
+        pytest.param("'a' 'b'", True, "ab", id="implicit-concatenation"),
+        pytest.param("1e999", False, None, id="infinite"),
+        pytest.param("(1, 2)", False, None, id="tuple"),
+        pytest.param("{1, 2}", False, None, id="set"),
+        pytest.param("{1: 2}", False, None, id="int-key"),
+        pytest.param("b'x'", False, None, id="bytes"),
+        pytest.param("1+2j", False, None, id="complex"),
+        pytest.param("", False, None, id="empty"),
+        pytest.param("rust jobs", False, None, id="bare-words"),
+        pytest.param("__import__('os')", False, None, id="call"),
+        pytest.param("9" * 5000, False, None, id="too-many-digits"),
+        pytest.param("[" * 400 + "]" * 400, False, None, id="too-deep"),
+    ],
+)
+def test_python_literal_is_json_like_or_refused(text: str, ok: bool, value: object) -> None:
+    assert python_literal(text) == (ok, value)
