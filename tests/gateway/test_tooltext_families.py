@@ -285,7 +285,21 @@ RULES: list[tuple[str, str, str, Calls, int]] = [
         [],
         0,
     ),
+    (
+        "R15-after-seed-think",
+        "<seed:think>Search first.</seed:think>" + seed("<parameter=query>\nq\n</parameter>\n"),
+        "<seed:think>Search first.</seed:think>",
+        Q,
+        0,
+    ),
     # ---------------------------------------------------------------- R16 MiniMax-M2
+    (
+        "R16-after-think",
+        "<think>Search first.</think>\n" + minimax(invoke(("query", "q"))),
+        "<think>Search first.</think>\n",
+        Q,
+        0,
+    ),
     ("R16-one", minimax(invoke(("query", "rust jobs"))), "", RJ, 0),
     (
         "R16-two-typed",
@@ -582,6 +596,13 @@ RULES: list[tuple[str, str, str, Calls, int]] = [
         0,
     ),
     ("R19-no-arguments", "[web_search()]", "", [("web_search", {})], 0),
+    (
+        "R19-empty-containers",
+        "[web_search(queries=[], filters={})]",
+        "",
+        [("web_search", {"queries": [], "filters": {}})],
+        0,
+    ),
     ("R19-layout", '[\n  web_search(\n    query = "q",\n  ),\n]\nok', "ok", Q, 0),
     ("R19-leading-whitespace", "\n [web_search(query='q')]\nAnswer.", "Answer.", Q, 0),
     (
