@@ -13,24 +13,37 @@ nothing is held. The modes:
 
 * ``GAP``: whitespace whose fate is not known yet. At the start of the answer (policy LEAD)
   it is dropped if the answer starts with a removed block and kept otherwise; here an
-  answer-initial ``{`` or code fence may start an untagged call (R8). After a removed block
-  (policy AFTER) it also swallows orphan ``</tool_call>`` / ``</function>`` closers, and
+  answer-initial ``{`` or code fence may start an untagged call (R8), and an answer-initial
+  ``[`` a pythonic list (R19). After a removed block (policy AFTER) it also swallows orphan
+  ``</tool_call>`` / ``</function>`` / ``</seed:tool_call>`` closers (R10, R15), and
   further blocks continue the same swallowed stretch. Of the stretch it keeps only the last
   non-empty whitespace run (held as a string, so the buffer need not keep the closers), and
   only if the visible text is non-empty and does not end in whitespace (R10).
-* ``TEXT``: prose. Runs up to the next ``<`` or backtick are emitted in bulk. At ``<`` an
-  opener (R2) is matched; a proper prefix at the end of the buffer is held (R3).
+* ``TEXT``: prose. Runs up to the next ``<``, backtick or ``[TOOL_CALLS]`` (R17) are emitted
+  in bulk. At ``<`` an opener (R2, R15, R16, R18, R19) is matched; a proper prefix at the end
+  of the buffer is held (R3). A ``[`` stops the run only where the marker, or a proper prefix
+  of it at the end of the buffer, starts, so citations cost nothing.
 * ``CODE``: inline code spans and fenced blocks (R9), followed by
   :class:`~gateway.loop.tooltext.code.CodeScan`. Code is emitted at once; nothing in it is
   detected. A span that closes within the buffer is passed over inside ``TEXT``.
-* ``WRAP``: after ``<tool_call>``, deciding the body (R4). ``XML``: one function in the XML
-  form (R5, R6), read by :class:`~gateway.loop.tooltext.xml.XmlFunctionScan`; ``FN_AFTER``: after
-  ``</function>`` in a wrapper, another function or the optional ``</tool_call>``. ``JSON``
+* ``WRAP``: after ``<tool_call>`` or ``<seed:tool_call>``, deciding the body (R4, R15).
+  ``XML``: one function in the XML form (R5, R6), read by
+  :class:`~gateway.loop.tooltext.xml.XmlFunctionScan`; ``FN_AFTER``: after ``</function>`` in a
+  wrapper, another function or the wrapper's optional closer. ``GLM``: a ``<tool_call>``
+  body that is no JSON or XML form, read by :class:`~gateway.loop.tooltext.families.GlmScan`
+  (R14) and released as prose unless it is a GLM call. ``JSON``
   and ``JSON_END``: a JSON value (:class:`~gateway.loop.tooltext.parse.JsonScan`) and the optional
   closer after it (R7, R8). ``SKIP``: a malformed block, hidden up to its closer (R12).
 * ``FENCE_OPEN`` / ``FENCE_BETWEEN``: an answer-initial fence held until its body is known
   to be only tool-call blocks or one call object (then hidden) or anything else (then
   released and re-read as an ordinary code block).
+* Other families (R15-R19), read by :mod:`gateway.loop.tooltext.families`: ``MM_WRAP``,
+  ``INVOKE_FN`` and ``INVOKE_AFTER`` (MiniMax-M2's wrapper, one ``<invoke>`` function, and
+  what follows it); ``MS_BODY``, ``MS_NAME`` and ``MS_ARGS`` (after ``[TOOL_CALLS]``: an
+  array, or ``NAME``, ``[ARGS]`` and the object, with ``JSON`` reading the values);
+  ``PT_BODY`` and ``PT_AFTER`` (after ``<|python_tag|>``: an object, then ``;`` and another);
+  ``PY_BODY``, ``PY_LIST`` and ``PY_END`` (a pythonic list, inside ``<|python_start|>`` or at
+  the answer's start, and the optional ``<|python_end|>``).
 
 Text that turns out not to be a block (R4, a failed untagged call or fence) is released by
 moving the cursor back to its start and re-reading it as prose; that happens at most once per
@@ -79,6 +92,41 @@ Choices where SPEC 4a leaves room
   may end in CRLF, as CommonMark's line ends do (otherwise a CRLF answer's fence would
   never close, and a call after it would reach the page as text).
 * ``feed`` or ``close`` after ``close`` raises :class:`FilterClosedError`.
+
+Choices for the other families (R14-R19)
+----------------------------------------
+* Wrappers (``<tool_call>`` for GLM, ``<seed:tool_call>``, ``<minimax:tool_call>``) follow R4:
+  a body that is not their form is prose, released unchanged. Markers (``[TOOL_CALLS]``,
+  ``<|python_tag|>``, ``<|python_start|>``) are a block whatever follows (R17, R12): what
+  cannot be read is malformed.
+* A malformed block of a form with a closer is hidden up to it (``</tool_call>``,
+  ``</seed:tool_call>``, ``</minimax:tool_call>``, ``<|python_end|>``); one without
+  (``[TOOL_CALLS]``, ``<|python_tag|>``, an answer-initial list) up to the end of the line
+  where it broke, so an answer written after it stays visible.
+* GLM (R14): the name runs to whitespace or ``<`` and must be an offered tool; the text is
+  held while it can still become one. A value ends at the first ``</arg_value>``, as GLM's
+  own parsers read it; a key is trimmed and may not be empty or hold ``<``. After a complete
+  pair ``</tool_call>`` is optional (as after R5's ``</function>``); a name with neither a
+  pair nor the closer at the end of the stream is a block cut short (R11).
+* Seed-OSS (R15): the body is the XML form only, where ``</seed:tool_call>`` takes the part
+  ``</tool_call>`` has in R5 (and ``</tool_call>`` is ordinary value text).
+* MiniMax-M2 (R16): ``<invoke name="`` and ``<parameter name="`` are matched as written,
+  with optional spaces before their ``>``; names may not hold ``"<>`` or line breaks. Any
+  name goes inside the wrapper (as R7). ``</minimax:tool_call>`` closes an open ``<invoke>``
+  too, and is optional after ``</invoke>``; a value missing ``</parameter>`` never ends.
+* Mistral (R17): NAME is word characters and ``-``, followed at once by ``[ARGS]`` or ``{``
+  (whitespace may come between ``[ARGS]`` and ``{``, and after the marker). A further NAME
+  part must follow the object at once; anything else ends the block. The array must be
+  non-empty and hold only call objects (R7); a lone object after the marker is neither form.
+* Llama 3.1 (R18): ``;`` between objects may have whitespace around it; a ``;`` not followed
+  by an object is text. An object that is no call ends the block as a malformed one.
+* Pythonic (R19): the answer-initial list is a block from ``[NAME(`` with NAME offered (names
+  are word characters, ``.`` and ``-``; whitespace is allowed where Python allows it, and a
+  trailing comma). Keyword arguments only. VALUE is read with :func:`ast.literal_eval` and
+  must be of JSON's kinds (tuples, sets, bytes, complex and non-finite numbers are refused);
+  an invalid escape (a backslash before ``d``) is kept as Python keeps it. Values are not
+  retyped by the schema (R6 is for XML values). Inside ``<|python_start|>`` any name goes
+  and the list is a block from its ``[``.
 """
 
 from __future__ import annotations
@@ -89,6 +137,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from gateway.loop.tooltext.code import CodeScan, inline_span_end, run_end
+from gateway.loop.tooltext.families import (
+    END_MINIMAX_TOOL_CALL,
+    END_SEED_TOOL_CALL,
+    INVOKE,
+    MINIMAX_TOOL_CALL,
+    PYTHON_END,
+    PYTHON_START,
+    PYTHON_TAG,
+    SEED_TOOL_CALL,
+    TOOL_CALLS,
+    GlmScan,
+    InvokeScan,
+    PyListScan,
+    read_name_part,
+)
 from gateway.loop.tooltext.parse import (
     INVALID,
     SCAN_FAIL,
@@ -100,6 +163,7 @@ from gateway.loop.tooltext.parse import (
     calls_from_wrapped,
     decode_json,
 )
+from gateway.loop.tooltext.xml import DONE as SCAN_DONE
 from gateway.loop.tooltext.xml import (
     END_FUNCTION,
     END_TOOL_CALL,
@@ -116,18 +180,58 @@ from gateway.loop.tooltext.xml import PROSE as XML_PROSE
 
 __all__ = ["FilterClosedError", "FilterOutput", "TextToolCall", "TextToolFilter"]
 
-_TEXT_STOP: Final = re.compile(r"[<`]")
+
+def _marker_stop(marker: str) -> str:
+    """A pattern for '[' only where ``marker`` starts, or a proper prefix of it ends the text.
+
+    Prose is full of '[' (citations, links); stopping only at the marker keeps it on the
+    fast path (bench/tooltext).
+    """
+    tail = marker[1:]
+    prefixes = "".join(f"(?:{re.escape(c)}" for c in tail[:-1]) + ")?" * (len(tail) - 1)
+    return rf"\[(?={re.escape(tail)}|{prefixes}\Z)"
+
+
+# Stops in prose: an opener's '<', a backtick (code), and '[' where '[TOOL_CALLS]' may start.
+# Written as literal branches, not '[<`]|...': re then scans for the three first characters
+# in C, which keeps prose as fast as with '<' and '`' alone.
+_TEXT_STOP: Final = re.compile(rf"<|`|{_marker_stop(TOOL_CALLS)}")
 _FENCE_CLOSE: Final = re.compile(r"(`+)[ \t\r]*")
 _INFO_STOP: Final = re.compile(r"[`\n]")
 
-_CLOSERS: Final = (END_TOOL_CALL, END_FUNCTION)
+_CLOSERS: Final = (END_TOOL_CALL, END_FUNCTION, END_SEED_TOOL_CALL)  # R10, R15
+_LINE_END: Final = "\n"  # where a malformed block of a form without a closer ends (R17-R19)
 
 # Modes (ints: the dispatch runs once per decision and is on the hot path).
 GAP, TEXT, CODE, WRAP, XML, FN_AFTER, JSON, JSON_END, SKIP, FENCE_OPEN, FENCE_BETWEEN = range(11)
+GLM, MM_WRAP, INVOKE_FN, INVOKE_AFTER, MS_BODY, MS_NAME, MS_ARGS = range(11, 18)
+PT_BODY, PT_AFTER, PY_BODY, PY_LIST, PY_END = range(18, 23)
 _COMPACTABLE: Final = frozenset({TEXT, CODE})  # states that keep no position but the cursor
 
-# JSON purposes: inside <tool_call> (R7) or untagged at the start (R8).
-_P_WRAP, _P_UNTAGGED = range(2)
+# JSON purposes: inside <tool_call> (R7), untagged at the start (R8), after [TOOL_CALLS] as an
+# array or after NAME (R17), after <|python_tag|> (R18).
+_P_WRAP, _P_UNTAGGED, _P_MS_ARRAY, _P_MS_ARGS, _P_PYTAG = range(5)
+
+# Per wrapper or marker opener: the mode that reads what follows it, and where a malformed
+# block of it is hidden up to (R12).
+_OPENED: Final[dict[str, tuple[int, str]]] = {
+    TOOL_CALL: (WRAP, END_TOOL_CALL),
+    SEED_TOOL_CALL: (WRAP, END_SEED_TOOL_CALL),
+    MINIMAX_TOOL_CALL: (MM_WRAP, END_MINIMAX_TOOL_CALL),
+    TOOL_CALLS: (MS_BODY, _LINE_END),
+    PYTHON_TAG: (PT_BODY, _LINE_END),
+    PYTHON_START: (PY_BODY, PYTHON_END),
+}
+# Markers that are a block whatever follows (R17-R19): nothing after them is released as prose.
+_MARKERS: Final = frozenset({TOOL_CALLS, PYTHON_TAG, PYTHON_START})
+
+
+def _plain(chunk: str) -> bool:
+    """Whether ``chunk`` holds no stop of ``_TEXT_STOP`` (three ``in`` tests cost less than
+    one regex search on token-sized chunks, and most '[' are citations, not the marker)."""
+    return (
+        "<" not in chunk and "`" not in chunk and ("[" not in chunk or not _TEXT_STOP.search(chunk))
+    )
 
 
 def _col_after(col: int, s: str) -> int:
@@ -176,7 +280,14 @@ class TextToolFilter:
             tools: The OpenAI ``tools`` list offered in this round (may be empty).
         """
         self._index = ToolIndex(tools)
-        self._openers: tuple[str, ...] = (TOOL_CALL, *self._index.bare_openers)
+        self._openers: tuple[str, ...] = (
+            TOOL_CALL,
+            SEED_TOOL_CALL,
+            MINIMAX_TOOL_CALL,
+            PYTHON_TAG,
+            PYTHON_START,
+            *self._index.bare_openers,
+        )
         self._opener_re = re.compile("|".join(map(re.escape, self._openers)))
         self._opener_max = max(map(len, self._openers))
         self._buf = ""
@@ -208,8 +319,16 @@ class TextToolFilter:
         self._xml: XmlFunctionScan | None = None
         self._js: JsonScan | None = None
         self._js_purpose = _P_WRAP
+        self._skip_to = END_TOOL_CALL  # where a malformed block is hidden up to (R12)
         self._skip_re: re.Pattern[str] = re.compile(re.escape(END_TOOL_CALL))
         self._skip_margin = 0
+        self._glm: GlmScan | None = None
+        self._invoke: InvokeScan | None = None
+        self._pylist: PyListScan | None = None
+        self._ms_start = 0  # where a Mistral NAME part starts (R17)
+        self._ms_name = ""
+        self._ms_more = False  # reading a NAME part after a call: not one ends the block
+        self._semi = -1  # a ';' after a <|python_tag|> call object (R18), or -1
         # Answer-initial fence (R8): None when not deciding one.
         self._fence: _FenceHold | None = None
         self._handlers: tuple[Callable[[], bool], ...] = (
@@ -224,6 +343,18 @@ class TextToolFilter:
             self._h_skip,
             self._h_fence_open,
             self._h_fence_between,
+            self._h_glm,
+            self._h_mm_wrap,
+            self._h_invoke,
+            self._h_invoke_after,
+            self._h_ms_body,
+            self._h_ms_name,
+            self._h_ms_args,
+            self._h_pt_body,
+            self._h_pt_after,
+            self._h_py_body,
+            self._h_py_list,
+            self._h_py_end,
         )
 
     # ----------------------------------------------------------------------------- interface
@@ -244,7 +375,7 @@ class TextToolFilter:
             raise FilterClosedError("feed() after close()")
         if not chunk:
             return FilterOutput("", [], 0)
-        if self._mode == TEXT and self._pos == len(self._buf) and not _TEXT_STOP.search(chunk):
+        if self._mode == TEXT and self._pos == len(self._buf) and _plain(chunk):
             # Fast path: plain prose with nothing held is released as it came.
             self._buf = ""
             self._pos = 0
@@ -391,7 +522,7 @@ class TextToolFilter:
     def _malformed(self, at: int) -> bool:
         """R12: count the block and hide it up to its closer."""
         self._add_bad()
-        closer = END_TOOL_CALL if self._wrapped else END_FUNCTION
+        closer = self._skip_to
         pattern = re.escape(closer)
         self._skip_margin = len(closer) - 1
         if self._fence is not None:
@@ -412,19 +543,38 @@ class TextToolFilter:
         self._blk_start = j
         self._opener = tok
         self._pos = j + len(tok)
-        if tok == TOOL_CALL:
+        opened = _OPENED.get(tok)
+        if opened is not None:
             self._wrapped = True
-            self._mode = WRAP
+            self._mode, self._skip_to = opened
+            if tok in _MARKERS:
+                self._commit()
         else:
             self._wrapped = False
+            self._skip_to = END_FUNCTION
             self._start_xml(self._pos, tok[len(FUNCTION) : -1])
         return True
 
     def _start_xml(self, start: int, name: str | None) -> bool:
-        """Read one XML-form function from ``start`` (R5)."""
-        self._xml = XmlFunctionScan(start, self._index.properties, name=name)
+        """Read one XML-form function from ``start`` (R5, R15)."""
+        closer = END_SEED_TOOL_CALL if self._opener == SEED_TOOL_CALL else END_TOOL_CALL
+        self._xml = XmlFunctionScan(start, self._index.properties, name=name, closer=closer)
         self._pos = start
         self._mode = XML
+        return True
+
+    def _start_invoke(self, start: int) -> bool:
+        """Read one MiniMax-M2 function from after its ``<invoke name="`` (R16)."""
+        self._invoke = InvokeScan(start, self._index.properties)
+        self._pos = start
+        self._mode = INVOKE_FN
+        return True
+
+    def _start_pylist(self, j: int, names: frozenset[str] | None) -> bool:
+        """Read a pythonic call list from its ``[`` (R19)."""
+        self._pylist = PyListScan(j, names)
+        self._pos = j
+        self._mode = PY_LIST
         return True
 
     def _start_json(self, j: int, purpose: int) -> bool:
@@ -468,6 +618,17 @@ class TextToolFilter:
                 return self._start_opener(tok, j)
             if tok == NEED_TOKEN:
                 return False
+        elif c == "[":
+            tok = self._match(j, (TOOL_CALLS,))
+            if tok:
+                return self._start_opener(tok, j)
+            if tok == NEED_TOKEN:
+                return False
+            if self._gap_lead and self._index.names:  # R19: a pythonic list at the start
+                self._blk_start = j
+                self._opener = "["
+                self._skip_to = _LINE_END
+                return self._start_pylist(j, self._index.names)
         elif self._gap_lead and c == "{":
             return self._start_json(j, _P_UNTAGGED)
         elif self._gap_lead and c == "`" and _col_after(self._col, self._gap_ws) <= 3:
@@ -503,6 +664,17 @@ class TextToolFilter:
                     return False
                 scan = j + 1
                 continue
+            if buf[j] == "[":  # only where '[TOOL_CALLS]' may start (_TEXT_STOP)
+                tok = self._match(j, (TOOL_CALLS,))
+                if tok:
+                    self._emit(buf[start:j])
+                    return self._start_opener(tok, j)
+                if tok == NEED_TOKEN:
+                    self._emit(buf[start:j])
+                    self._pos = j
+                    return False
+                scan = j + 1
+                continue
             self._emit(buf[start:j])  # the column must be current for a fence line start
             # Fast path: a code span wholly in the buffer goes out with the prose around it.
             end = inline_span_end(buf, j) if self._col > 3 else -1
@@ -526,16 +698,25 @@ class TextToolFilter:
 
     # ------------------------------------------------------------------------- block states
 
-    def _h_wrap(self) -> bool:
-        """After ``<tool_call>``: JSON form, XML form, or prose (R4)."""
-        buf = self._buf
-        m = NON_WS.search(buf, self._pos)
+    def _body_start(self) -> int:
+        """The first non-space index after the position, or -1 (then the position is the end)."""
+        m = NON_WS.search(self._buf, self._pos)
         if m is None:
-            self._pos = len(buf)
+            self._pos = len(self._buf)
+            return -1
+        self._pos = m.start()
+        return self._pos
+
+    def _h_wrap(self) -> bool:
+        """After ``<tool_call>``: JSON, XML or GLM form, or prose (R4, R14); after
+        ``<seed:tool_call>``: XML form or prose (R15)."""
+        buf = self._buf
+        j = self._body_start()
+        if j < 0:
             return self._eos and self._cut()  # R11: a lone <tool_call>
-        j = self._pos = m.start()
         c = buf[j]
-        if c in "{[":
+        seed = self._opener == SEED_TOOL_CALL
+        if c in "{[" and not seed:
             self._commit()
             return self._start_json(j, _P_WRAP)
         tok = self._match(j, (FUNCTION,))
@@ -546,7 +727,190 @@ class TextToolFilter:
             return False
         if self._eos and buf.startswith("<", j) and FUNCTION.startswith(buf[j:]):
             return self._cut()  # cut inside "<function="
+        if not seed and self._index.names:
+            self._glm = GlmScan(j, self._index.names, self._index.properties)
+            self._mode = GLM
+            return True
         return self._release_opener()
+
+    def _h_glm(self) -> bool:
+        """A GLM-form body: a call, malformed, or prose after all (R14, R4)."""
+        glm = self._glm
+        assert glm is not None
+        result = glm.scan(self._buf, self._eos)
+        if result == XML_NEED:
+            return False
+        if result == XML_PROSE:
+            return self._release_opener()
+        self._commit()
+        if result == XML_FAIL:
+            return self._cut() if self._eos else self._malformed(glm.pos)
+        self._add_call(glm.call)
+        return self._end_block(glm.end)
+
+    def _h_mm_wrap(self) -> bool:
+        """After ``<minimax:tool_call>``: an ``<invoke name="`` function, or prose (R16, R4)."""
+        buf = self._buf
+        j = self._body_start()
+        if j < 0:
+            return self._eos and self._cut()  # R11: a lone opener
+        tok = self._match(j, (INVOKE,))
+        if tok:
+            self._commit()
+            return self._start_invoke(j + len(tok))
+        if tok == NEED_TOKEN:
+            return False
+        if self._eos and buf.startswith("<", j) and INVOKE.startswith(buf[j:]):
+            return self._cut()
+        return self._release_opener()
+
+    def _h_invoke(self) -> bool:
+        """One MiniMax-M2 function: a call or malformed (R16)."""
+        inv = self._invoke
+        assert inv is not None
+        result = inv.scan(self._buf, self._eos)
+        if result == XML_NEED:
+            return False
+        if result == XML_FAIL:
+            return self._cut() if self._eos else self._malformed(inv.pos)
+        self._add_call(inv.call)
+        if inv.closed_wrapper:
+            return self._end_block(inv.end)
+        self._after = self._pos = inv.end
+        self._mode = INVOKE_AFTER
+        return True
+
+    def _h_invoke_after(self) -> bool:
+        """After ``</invoke>``: another function, or the optional ``</minimax:tool_call>``."""
+        tok = self._closer_after((INVOKE, END_MINIMAX_TOOL_CALL))
+        if tok == INVOKE:
+            return self._start_invoke(self._pos + len(tok))
+        return tok is not None
+
+    def _closer_after(self, tokens: tuple[str, ...]) -> str | None:
+        """After a complete call: the next of ``tokens``, else the block ends (R11).
+
+        Returns:
+            The token at the next non-space text (the caller goes on with it; a last token
+            that is a closer has already ended the block), ``""`` when the block has ended
+            without one, or None when more text is needed.
+        """
+        j = self._body_start()
+        if j < 0:
+            if self._eos:
+                self._end_block(self._after)
+                return ""
+            return None
+        tok = self._match(j, tokens)
+        if tok == NEED_TOKEN:
+            return None
+        if tok is None:
+            self._end_block(self._after)  # the closer is optional
+            return ""
+        if tok == tokens[-1]:
+            self._end_block(j + len(tok))
+        return tok
+
+    def _h_ms_body(self) -> bool:
+        """After ``[TOOL_CALLS]``: a JSON array of calls, or NAME parts; else malformed (R17)."""
+        j = self._body_start()
+        if j < 0:
+            return self._eos and self._cut()  # R11: a lone marker
+        if self._buf[j] == "[":
+            return self._start_json(j, _P_MS_ARRAY)
+        self._ms_start = j
+        self._ms_more = False
+        self._mode = MS_NAME
+        return True
+
+    def _h_ms_name(self) -> bool:
+        """Mistral's NAME, then ``[ARGS]`` or its JSON object (R17)."""
+        buf = self._buf
+        end, nxt = read_name_part(buf, self._ms_start, self._pos, self._eos)
+        self._pos = end
+        if nxt == NEED_TOKEN:
+            return False
+        if nxt is not None:
+            self._ms_name = buf[self._ms_start : end]
+            if nxt == "{":
+                return self._start_json(end, _P_MS_ARGS)
+            self._pos = end + len(nxt)
+            self._mode = MS_ARGS
+            return True
+        if self._ms_more:  # what follows a call is not another NAME part: the block ends
+            return self._end_block(self._after)
+        return self._cut() if self._eos else self._malformed(self._ms_start)
+
+    def _h_ms_args(self) -> bool:
+        """After ``NAME[ARGS]``: the JSON argument object (R17)."""
+        j = self._body_start()
+        if j < 0:
+            return self._eos and self._cut()
+        if self._buf[j] == "{":
+            return self._start_json(j, _P_MS_ARGS)
+        return self._malformed(j)
+
+    def _h_pt_body(self) -> bool:
+        """After ``<|python_tag|>``: a call object; else malformed (R18)."""
+        j = self._body_start()
+        if j < 0:
+            return self._eos and self._cut()  # R11: a lone marker
+        if self._buf[j] == "{":
+            return self._start_json(j, _P_PYTAG)
+        return self._malformed(j)
+
+    def _h_pt_after(self) -> bool:
+        """After a ``<|python_tag|>`` call: ``;`` and another object, else the block ends."""
+        buf = self._buf
+        j = self._body_start()
+        if j < 0:
+            return self._eos and self._end_block(self._after)
+        if self._semi < 0 and buf[j] == ";":
+            self._semi = j
+            self._pos = j + 1
+            return True
+        if self._semi >= 0 and buf[j] == "{":
+            self._semi = -1
+            return self._start_json(j, _P_PYTAG)
+        self._semi = -1  # the ';' (if any) and what follows are text
+        return self._end_block(self._after)
+
+    def _h_py_body(self) -> bool:
+        """After ``<|python_start|>``: a pythonic list; else malformed (R19)."""
+        j = self._body_start()
+        if j < 0:
+            return self._eos and self._cut()  # R11: a lone marker
+        if self._buf[j] == "[":
+            return self._start_pylist(j, None)
+        return self._malformed(j)
+
+    def _h_py_list(self) -> bool:
+        """A pythonic list: calls, malformed as a whole, or answer-initial text (R19)."""
+        py = self._pylist
+        assert py is not None
+        result = py.scan(self._buf, self._eos)
+        if result == XML_NEED:
+            return False
+        if result == XML_PROSE:  # R19: not such a list: ordinary text
+            self._flush_gap()
+            self._pos = self._blk_start
+            self._mode = TEXT
+            return True
+        self._commit()
+        if result == XML_FAIL:
+            return self._cut() if self._eos else self._malformed(py.pos)
+        assert result == SCAN_DONE
+        for call in py.calls:
+            self._add_call(call)
+        if self._opener != PYTHON_START:
+            return self._end_block(py.end)
+        self._after = self._pos = py.end
+        self._mode = PY_END
+        return True
+
+    def _h_py_end(self) -> bool:
+        """After a list in ``<|python_start|>``: the optional ``<|python_end|>``."""
+        return self._closer_after((PYTHON_END,)) is not None
 
     def _h_xml(self) -> bool:
         """One XML-form function: a call, malformed, or a bare opener that was prose."""
@@ -580,7 +944,7 @@ class TextToolFilter:
             # R11: only </tool_call> is missing: the block is complete.
             return self._eos and self._end_block(self._after)
         j = self._pos = m.start()
-        tok = self._match(j, (FUNCTION, END_TOOL_CALL))
+        tok = self._match(j, (FUNCTION, self._skip_to))
         if tok == NEED_TOKEN:
             return False
         if tok == FUNCTION:  # several functions may share one wrapper (R5)
@@ -602,6 +966,8 @@ class TextToolFilter:
                 return self._release_untagged()
             return self._malformed(js.pos)
         value = decode_json(self._buf[js.start : end])
+        if purpose >= _P_MS_ARRAY:
+            return self._json_family(value, end)
         if purpose == _P_WRAP:
             calls = calls_from_wrapped(value)
             if calls is None:
@@ -620,6 +986,36 @@ class TextToolFilter:
         if self._fence is not None:
             self._fence.json_only = True
         return self._end_block(end)
+
+    def _json_family(self, value: object, end: int) -> bool:
+        """A complete JSON value after ``[TOOL_CALLS]`` (R17) or ``<|python_tag|>`` (R18)."""
+        purpose = self._js_purpose
+        call: TextToolCall | None = None
+        if purpose == _P_MS_ARRAY:
+            calls = calls_from_wrapped(value) if isinstance(value, list) else None
+            if calls is None:
+                self._add_bad()
+            else:
+                for c in calls:
+                    self._add_call(c)
+            return self._end_block(end)
+        if purpose == _P_MS_ARGS:
+            call = TextToolCall(self._ms_name, value) if isinstance(value, dict) else None
+        else:
+            call = call_from_object(value) if value is not INVALID else None
+        if call is None:  # valid or not, the block ends where the value ends (as R7)
+            self._add_bad()
+            return self._end_block(end)
+        self._add_call(call)
+        self._after = self._pos = end
+        if purpose == _P_MS_ARGS:  # another NAME part may follow at once (R17)
+            self._ms_start = end
+            self._ms_more = True
+            self._mode = MS_NAME
+        else:
+            self._semi = -1
+            self._mode = PT_AFTER
+        return True
 
     def _release_untagged(self) -> bool:
         """R8: an answer-initial ``{`` that is not a call is ordinary text."""
@@ -713,6 +1109,12 @@ class TextToolFilter:
             return self._release_fence()
         if c == "{" and not fence.has_blocks:
             return self._start_json(j, _P_UNTAGGED)
+        if c == "[" and not fence.json_only:
+            tok = self._match(j, (TOOL_CALLS,))
+            if tok == NEED_TOKEN:
+                return False
+            if tok:
+                return self._start_opener(tok, j)
         if c == "<" and not fence.json_only:
             tok = self._match(j, (*self._openers, *(_CLOSERS if fence.has_blocks else ())))
             if tok == NEED_TOKEN:

@@ -17,7 +17,8 @@ the filter acts: ``NEED`` (more text), ``DONE`` (a call; ``end`` is past ``</fun
 Value ends (R5), first of: ``</parameter>`` followed, after whitespace, by ``<parameter=``,
 ``</function>``, ``</tool_call>`` or the end of the stream; a line-start ``<parameter=Q>`` for a
 schema parameter not yet seen; ``</function>`` followed, after whitespace, by ``</tool_call>``
-or the end of the stream. Anything else, tags included, is part of the value.
+or the end of the stream. Anything else, tags included, is part of the value. In Seed-OSS's
+wrapper (R15) ``</seed:tool_call>`` takes the part of ``</tool_call>``.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class XmlFunctionScan:
 
     __slots__ = (
         "_args",
+        "_closer",
         "_js",
         "_la",
         "_la_at",
@@ -124,6 +126,7 @@ class XmlFunctionScan:
         properties: Mapping[str, dict[str, Any]],
         *,
         name: str | None = None,
+        closer: str = END_TOOL_CALL,
     ) -> None:
         """Start after ``<function=`` (to read the name) or after ``<function=NAME>``.
 
@@ -131,8 +134,10 @@ class XmlFunctionScan:
             start: Index in the buffer where reading starts.
             properties: Parameter schemas by tool name (offered tools only).
             name: The name when the opener was matched whole (bare form, not yet committed).
+            closer: The wrapper's closer: ``</tool_call>``, or ``</seed:tool_call>`` (R15).
         """
         self._properties = properties
+        self._closer = closer
         self.pos = self._name_s = start
         self.committed = name is None
         self._state = _NAME if name is None else _BODY
@@ -182,7 +187,7 @@ class XmlFunctionScan:
     def _done(self, end: int, token: str) -> int:
         self.call = TextToolCall(self._name, self._args)
         self.end = end
-        self.closed_wrapper = token == END_TOOL_CALL
+        self.closed_wrapper = token == self._closer
         return DONE
 
     def _fail(self, at: int) -> int:
@@ -213,7 +218,7 @@ class XmlFunctionScan:
             return None
         tokens: tuple[str, ...] = (PARAMETER, END_FUNCTION)
         if self.committed:
-            tokens += (END_TOOL_CALL,)  # closes the function too (module docstring)
+            tokens += (self._closer,)  # closes the function too (module docstring)
         tok = match_at(buf, j, tokens, eos)
         if tok == NEED_TOKEN:
             return NEED
@@ -266,12 +271,12 @@ class XmlFunctionScan:
                     return None
                 r = self._vscan = m.start()
                 if self._la == END_PARAMETER:
-                    tok = match_at(buf, r, (PARAMETER, END_FUNCTION, END_TOOL_CALL), eos)
+                    tok = match_at(buf, r, (PARAMETER, END_FUNCTION, self._closer), eos)
                     if tok:
                         self._end_value(buf, self._la_at, r)
                         return None
                 else:
-                    tok = match_at(buf, r, (END_TOOL_CALL,), eos)
+                    tok = match_at(buf, r, (self._closer,), eos)
                     if tok:
                         self._end_value(buf, self._la_at, self._la_at)
                         return None
@@ -337,7 +342,7 @@ class XmlFunctionScan:
             self.pos = len(buf)
             return FAIL if eos else NEED  # R11: no </function>
         j = self.pos = m.start()
-        tok = match_at(buf, j, (END_FUNCTION, END_TOOL_CALL), eos)
+        tok = match_at(buf, j, (END_FUNCTION, self._closer), eos)
         if tok == NEED_TOKEN:
             return NEED
         if tok:

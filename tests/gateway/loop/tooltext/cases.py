@@ -180,4 +180,64 @@ CORPUS: dict[str, str] = {
     "bare-function-prose": "Use <function=web_search> to search.",
     "html": "<b>bold</b> <i>x</i> <a href='y'>z</a> <",
     "unicode": 'Grüße — 日本語 <tool_call>{"name": "web_search", "arguments": {"query": "é"}}',
+    # R14-R19: other families' forms, and text that only looks like them.
+    "glm-call": (
+        "Let me search.\n<tool_call>web_search\n<arg_key>query</arg_key>\n<arg_value>rust "
+        "jobs</arg_value>\n<arg_key>limit</arg_key>\n<arg_value>5</arg_value>\n</tool_call>\nOk."
+    ),
+    "glm-4.7-two-calls": (
+        "<tool_call>web_search<arg_key>query</arg_key><arg_value>a</arg_value></tool_call>"
+        "<tool_call>fetch_page_content_recursive<arg_key>url</arg_key><arg_value>https://e.org/"
+        "</arg_value></tool_call>"
+    ),
+    "glm-lookalikes": (
+        "<tool_call>web_search is the tool; <tool_call>other<arg_key>a</arg_key> and "
+        "<tool_call>web_searching</tool_call>"
+    ),
+    "glm-truncated": "Searching.\n<tool_call>web_search\n<arg_key>query</arg_key>\n<arg_val",
+    "seed-call": (
+        "<seed:think>search first</seed:think>\n<seed:tool_call>\n<function=web_search>\n"
+        "<parameter=query>\nq\n</parameter>\n</function>\n</seed:tool_call>\nDone."
+    ),
+    "seed-lookalikes": "<seed:tool_call> is Seed's tag; <seed:tool_calls> </seed:tool_call> x",
+    "minimax-call": (
+        'Checking.\n<minimax:tool_call>\n<invoke name="web_search">\n<parameter name="query">'
+        'rust</parameter>\n<parameter name="limit">3</parameter>\n</invoke>\n<invoke name="'
+        'fetch_page_content_recursive">\n<parameter name="url">https://e.org/</parameter>\n'
+        "</invoke>\n</minimax:tool_call>\nOk."
+    ),
+    "minimax-lookalikes": (
+        '<minimax:tool_call> is the tag; <invoke name="web_search"></invoke> alone; '
+        "<minimax:think>x</minimax:think>"
+    ),
+    "mistral-array": (
+        'Sure.[TOOL_CALLS] [{"name": "web_search", "arguments": {"query": "q"}}, '
+        '{"name": "web_search", "arguments": {"query": "r"}}]\nDone.'
+    ),
+    "mistral-v11": (
+        '[TOOL_CALLS]web_search[ARGS]{"query": "a"}fetch_page_content_recursive{"url": "u"}'
+        '[TOOL_CALLS]web_search{"query": "b"} ok'
+    ),
+    "mistral-lookalikes": "See [1], [TOOL_CALL], [tool_calls] and `[TOOL_CALLS]x{}` [TOOL_CALLS",
+    "mistral-malformed": "[TOOL_CALLS] I will look that up.\nHere is what I know.",
+    "llama31-calls": (
+        'Let me check. <|python_tag|>{"name": "web_search", "parameters": {"query": "q"}}; '
+        '{"name": "web_search", "parameters": {"query": "r"}}\nDone.'
+    ),
+    "llama31-code": '<|python_tag|>print("hi")\nThe answer; <|python_tags|> <|eom_id|>',
+    "pythonic-call": (
+        "  [web_search(query='rust jobs', limit=5, fresh=True), fetch_page_content_recursive("
+        'url="https://e.org/")]\nThe answer [1].'
+    ),
+    "pythonic-lookalikes": "[1] Rust shipped. [web_search(query='x')] is how it is called.",
+    "pythonic-name-only": "[web_search] is the tool name, not a call.",
+    "pythonic-malformed": "[web_search(query=rust jobs)]\nSorry.",
+    "llama4-calls": (
+        "Checking <|python_start|>[web_search(query='''a\nb'''), web_search(query=\"c\")]"
+        "<|python_end|> done"
+    ),
+    "families-in-code": (
+        "Forms:\n```\n<tool_call>web_search<arg_key>q</arg_key><arg_value>x</arg_value>"
+        "</tool_call>\n[TOOL_CALLS][]\n<|python_tag|>{}\n```\nand `<minimax:tool_call>`."
+    ),
 }

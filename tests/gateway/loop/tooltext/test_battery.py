@@ -24,18 +24,23 @@ import pytest
 from tests.gateway.loop.tooltext.cases import Calls, cut, run
 
 SEED = 20260901
-ANSWERS = 400
+ANSWERS = 600
 #: Answers up to this length are also cut at every point.
 EVERY_SPLIT = 320
 
 
 @dataclass(frozen=True)
 class Block:
-    """Text the filter removes: the calls it gives and the malformed blocks it counts."""
+    """Text the filter removes: the calls it gives and the malformed blocks it counts.
+
+    ``line`` marks a malformed block of a form without a closer (R17-R19): it is hidden to the
+    end of its line, so a line end must follow it.
+    """
 
     text: str
     calls: Calls = field(default_factory=list)
     malformed: int = 0
+    line: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,70 @@ def blocks(query: str) -> list[Block]:
         Block("<tool_call>{not json}</tool_call>", malformed=1),
         Block("<tool_call>[]</tool_call>", malformed=1),
         Block('<tool_call>{"name": "web_search", "arguments": [1]}</tool_call>', malformed=1),
+        *family_blocks(query),
+    ]
+
+
+def family_blocks(query: str) -> list[Block]:
+    """R14-R19: every other family's form, for one query (typed by the schema where R6 says)."""
+    q = search(query)
+    args = json.dumps({"query": query})
+    obj = json_call(query)
+    pt_obj = json.dumps({"name": "web_search", "parameters": {"query": query}})
+    invoke = f'<invoke name="web_search">\n<parameter name="query">{query}</parameter>\n</invoke>'
+    return [
+        # R14 GLM-4.5/4.6 (lines) and 4.7 (glued); the closer is optional (R11).
+        Block(
+            f"<tool_call>web_search\n<arg_key>query</arg_key>\n<arg_value>{query}</arg_value>\n"
+            "</tool_call>",
+            q,
+        ),
+        Block(
+            f"<tool_call>web_search<arg_key>limit</arg_key><arg_value>3</arg_value><arg_key>query"
+            f"</arg_key><arg_value>{query}</arg_value></tool_call>",
+            search(query, limit=3),
+        ),
+        Block(f"<tool_call>web_search<arg_key>query</arg_key><arg_value>{query}</arg_value>", q),
+        Block("<tool_call>web_search</tool_call>", [("web_search", {})]),
+        Block("<tool_call>web_search<arg_key>query</arg_key>oops</tool_call>", malformed=1),
+        # R15 Seed-OSS.
+        Block(
+            f"<seed:tool_call>\n<function=web_search>\n<parameter=query>\n{query}\n</parameter>\n"
+            "</function>\n</seed:tool_call>",
+            q,
+        ),
+        Block(
+            f"<seed:tool_call><function=web_search><parameter=query>{query}</parameter>"
+            "</seed:tool_call>",
+            q,
+        ),
+        Block("<seed:tool_call><function=web_search>hi</function></seed:tool_call>", malformed=1),
+        # R16 MiniMax-M2, one or two functions; its closer is optional.
+        Block(f"<minimax:tool_call>\n{invoke}\n</minimax:tool_call>", q),
+        Block(
+            f'<minimax:tool_call>{invoke}<invoke name="fetch_page_content_recursive">'
+            '<parameter name="url">https://a.example/</parameter></invoke></minimax:tool_call>',
+            [*q, ("fetch_page_content_recursive", {"url": "https://a.example/"})],
+        ),
+        Block(f"<minimax:tool_call>{invoke}", q),
+        Block('<minimax:tool_call><invoke name=""></invoke></minimax:tool_call>', malformed=1),
+        # R17 Mistral: an array, or NAME parts (v11+), repeated.
+        Block(f"[TOOL_CALLS][{obj}]", q),
+        Block(f"[TOOL_CALLS] [{obj}, {obj}]", [*q, *q]),
+        Block(f"[TOOL_CALLS]web_search[ARGS]{args}", q),
+        Block(f"[TOOL_CALLS]web_search{args}web_search[ARGS]{args}", [*q, *q]),
+        Block("[TOOL_CALLS][1]", malformed=1),
+        Block("[TOOL_CALLS] I will search", malformed=1, line=True),
+        # R18 Llama 3.1.
+        Block(f"<|python_tag|>{pt_obj}", q),
+        Block(f"<|python_tag|>{pt_obj}; {obj}", [*q, *q]),
+        Block("<|python_tag|>print(1)", malformed=1, line=True),
+        # R19 Llama 4's markers around a pythonic list.
+        Block(f"<|python_start|>[web_search(query={query!r})]<|python_end|>", q),
+        Block(
+            f"<|python_start|>[web_search(query={query!r}), other(x=1)]", [*q, ("other", {"x": 1})]
+        ),
+        Block("<|python_start|>[1]<|python_end|>", malformed=1),
     ]
 
 
@@ -147,6 +216,27 @@ PROSE = [
     f"Code:\n```\n<tool_call>{json_call('fenced')}</tool_call>\n```\nDone.",  # R9: a fence
     f"See:\n   ````json\n{json_call('fenced')}\n   ````\nok",
     f"Code:\r\n```\r\n<tool_call>{json_call('fenced')}\r\n```\r\nDone.",
+    # R14-R19 look-alikes: wrappers around prose, near-miss openers, names that are no call.
+    "<tool_call>web_search is the tool",
+    "<tool_call>other<arg_key>a</arg_key><arg_value>b</arg_value>",
+    "<seed:think>plan</seed:think>",
+    "<seed:tool_calls> and <seed:tool_call> as words",
+    "x </seed:tool_call> y",
+    "<minimax:tool_call> is MiniMax's tag",
+    '<invoke name="web_search"></invoke>',
+    "[TOOL_CALL] [tool_calls] [ TOOL_CALLS] [ARGS]",
+    "[1] is a citation",
+    "[web_search] is the tool",
+    "[web_search](https://a.example/) is a link",
+    "[other(x=1)]",
+    "Then [web_search(query='mid')] appears.",  # R19: only at the start
+    "<|python|> <|python_tags|> <|eom_id|> <|python_end|>",
+    # R9: the new forms inside code.
+    "`[TOOL_CALLS]web_search{}` in code",
+    f"`<|python_tag|>{json_call('code')}`",
+    "Code:\n```\n<tool_call>web_search\n<arg_key>query</arg_key>\n<arg_value>x</arg_value>\n"
+    "</tool_call>\n[TOOL_CALLS][]\n```\nDone.",
+    "Code:\n```\n[web_search(query='x')]\n<minimax:tool_call>\n```\nDone.",
 ]
 
 SPACES = [" ", "\n", "\n\n", "  \n ", "\t", "\r\n"]
@@ -165,6 +255,17 @@ def initial(query: str) -> list[Block]:
             "</function>\n```",
             q,
         ),
+        # R19: a pythonic list only at the start (R17's marker in an initial fence).
+        Block(f"[web_search(query={query!r})]", q),
+        Block(
+            f"[web_search(query={query!r}, limit=2), fetch_page_content_recursive(url='u')]",
+            [
+                ("web_search", {"query": query, "limit": 2}),
+                ("fetch_page_content_recursive", {"url": "u"}),
+            ],
+        ),
+        Block(f"[web_search(query={query!r}), other(x=1)]", malformed=1, line=True),
+        Block(f"```\n[TOOL_CALLS][{json_call(query)}]\n```", q),
     ]
 
 
@@ -179,11 +280,16 @@ def compose(rng: random.Random) -> list[Part]:
         parts.append(first)
         if first.text.endswith("```"):
             parts.append(Space(rng.choice(["\n", "\n\n", "\n ", "\r\n"])))  # the line ends
+        elif first.line:
+            parts.append(Space("\n"))
     for _ in range(rng.randrange(1, 7)):
         if parts and isinstance(parts[-1], Prose | Block) and rng.random() < 0.6:
             parts.append(Space(rng.choice(SPACES)))
         if rng.random() < 0.5:
-            parts.append(rng.choice(blocks(f"q{rng.randrange(100)} rust")))
+            block = rng.choice(blocks(f"q{rng.randrange(100)} rust"))
+            parts.append(block)
+            if block.line:
+                parts.append(Space("\n"))  # it is hidden to the end of its line
         else:
             parts.append(Prose(rng.choice(PROSE)))
     if rng.random() < 0.3:
@@ -286,6 +392,28 @@ def test_the_battery_reaches_every_kind_of_part() -> None:
         '"arguments": [1]',
         '"arguments": "{',
     ]
-    assert all(any(form in t for t in texts) for form in forms)
-    starts = ("{", "```json\n{", "```\n<tool_call>", "```xml\n<function=")
+    assert all(any(form in t for t in texts) for form in forms), [
+        form for form in forms if not any(form in t for t in texts)
+    ]
+    forms += [
+        "<arg_key>limit",
+        "<tool_call>web_search</tool_call>",
+        "<seed:tool_call>",
+        '<minimax:tool_call><invoke name="web_search">',
+        "[TOOL_CALLS]web_search[ARGS]",
+        "[TOOL_CALLS] [{",
+        "[TOOL_CALLS] I will",
+        "<|python_tag|>print",
+        "; {",
+        "<|python_start|>[1]",
+        ", other(x=1)]",
+    ]
+    starts = (
+        "{",
+        "```json\n{",
+        "```\n<tool_call>",
+        "```xml\n<function=",
+        "[web_search(",
+        "```\n[TOOL_CALLS]",
+    )
     assert all(any(t.lstrip().startswith(start) for t in texts) for start in starts)

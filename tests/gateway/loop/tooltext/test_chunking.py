@@ -93,6 +93,40 @@ PIECES = [
     "</",
     "<function=x>",
     '{"name": "web_search", "arguments": {"query": "q"}}',
+    # R14-R19
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "query",
+    "<seed:tool_call>",
+    "</seed:tool_call>",
+    "<seed:think>",
+    "<minimax:tool_call>",
+    "</minimax:tool_call>",
+    '<invoke name="web_search">',
+    '<invoke name="',
+    "</invoke>",
+    '<parameter name="query">',
+    "<parameter ",
+    "[TOOL_CALLS]",
+    "[TOOL_CALL",
+    "[ARGS]",
+    "[1]",
+    "<|python_tag|>",
+    "<|python_start|>",
+    "<|python_end|>",
+    "<|",
+    ";",
+    "(",
+    ")",
+    "'",
+    "'''",
+    "query='q'",
+    'query="q"',
+    "True",
+    "None",
+    "web_search(",
 ]
 
 
@@ -113,6 +147,13 @@ def test_random_text_over_a_tag_alphabet_agrees(answer: str) -> None:
     assert run(list(answer)) == whole
     text, _calls, _bad = whole
     assert len(text) <= len(answer)
+
+
+@given(st.text(alphabet="<>{}[]()|`\"'\\/=:;, \n_acegiklmnopqrstuvwxyzACLOST", max_size=80))
+def test_random_text_over_the_families_alphabet_agrees(answer: str) -> None:
+    whole = run([answer])
+    assert run(list(answer)) == whole
+    assert run(cut(answer, range(0, len(answer), 3))) == whole
 
 
 @given(st.text(max_size=60), st.lists(st.integers(0, 60), max_size=8))
