@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from gateway import prompts
@@ -34,11 +34,12 @@ from gateway.events import (
     ToolEvent,
     Usage,
 )
+from gateway.first_search import TOOL as FIRST_SEARCH_TOOL
+from gateway.first_search import first_query
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.messages import Message, user_text
 from gateway.rounds import (
     PREAMBLE_LIMIT,
-    LoopState,
     Phase,
     RequiredSupport,
     RoundOutcome,
@@ -51,9 +52,11 @@ from gateway.rounds import (
     refused_required,
     refuses_required,
     round_fields,
+    searched_first,
+    start,
 )
 from gateway.settings import Budgets, EngineSettings
-from gateway.tool_events import Sources, ThorEvent, Working
+from gateway.tool_events import Searched, SearchedBy, Sources, ThorEvent, Working
 from gateway.tools import (
     ToolBox,
     ToolContext,
@@ -174,6 +177,7 @@ class ChatTurn:
         self.budgets = BudgetCounter(options.budgets.searches, options.budgets.pages)
         self._context = ToolContext(self.ledger, self.budgets, user_text(messages))
         self._conversation = Conversation(messages)
+        self._first_query = first_query(messages)
         self._seen: set[str] = set()
         self._wrote_visible = False
         #: Everything shown to the user, for the citation check.
@@ -184,9 +188,8 @@ class ChatTurn:
         self._usage: UsageCounts | None = None
 
     def _body(self, plan: RoundPlan, schemas: list[Any]) -> bytes:
-        system = prompts.WEB_SYSTEM + (f"\n{prompts.REQUIRED_NUDGE}" if plan.nudge else "")
         body: dict[str, Any] = {"model": self._model, **round_fields(self._fields, plan)}
-        body["messages"] = self._conversation.messages(system)
+        body["messages"] = self._conversation.messages(prompts.WEB_SYSTEM)
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         if plan.offer_tools:
@@ -213,11 +216,16 @@ class ChatTurn:
 
     async def events(self) -> AsyncGenerator[StreamEvent, None]:
         """Run the loop; yield what the client should see, in order."""
-        state = LoopState()
+        state = start(self._memory.get(self._engine))
         schemas: list[Any] = self._tools.schemas()
         offered = self._tools.names
         required = {name: self._tools.required_arguments(name) for name in offered}
         while state.phase is not Phase.DONE:
+            if state.search_due:
+                async for event in self._search_first(offered, required):
+                    yield event
+                state = searched_first(state, searches_spent=self.budgets.searches_spent)
+                continue
             plan = next_round(state, self._memory.get(self._engine))
             if plan.announce_answer:
                 yield self._sources()
@@ -236,7 +244,14 @@ class ChatTurn:
                 if plan.tool_choice == "required" and refuses_required(
                     exc.status, kind, code, exc.message
                 ):
-                    # The engine may refuse "required": retry with "auto".
+                    # The engine may refuse "required": the gateway searches itself,
+                    # then asks with "auto".
+                    log.info(
+                        'engine %s refused tool_choice "required" (%d); the gateway '
+                        "makes the first search",
+                        self._engine.label,
+                        exc.status,
+                    )
                     state = refused_required(state)
                     continue
                 raise
@@ -274,15 +289,27 @@ class ChatTurn:
         if self._usage is not None:
             yield Usage(self._usage)
 
+    async def _search_first(
+        self, offered: list[str], required: dict[str, list[str]]
+    ) -> AsyncIterator[StreamEvent]:
+        """The gateway's own first search (SPEC 3.2): ``web_search`` with the user's
+        question, entered in the conversation exactly as a model's call. Nothing is run
+        when there is no question in words or no search tool (a test's tool box)."""
+        if self._first_query is None or FIRST_SEARCH_TOOL not in offered:
+            return
+        call = RawCall("", FIRST_SEARCH_TOOL, {"query": self._first_query})
+        async for event in self._run_calls([call], _Round(), offered, required, by="gateway"):
+            yield event
+
     async def _round(
         self, body: bytes, schemas: list[Any], plan: RoundPlan, out: _Round
     ) -> AsyncIterator[StreamEvent]:
         text_filter = self._filter_factory(schemas)
         assembler = ToolCallAssembler()
         # A "required" round's text is held until a call shows the engine honours it;
-        # an engine that ignores "required" has its round thrown away and retried, and
-        # so has one that writes PREAMBLE_LIMIT characters without a call (the engine
-        # stream is closed there, which stops the engine writing).
+        # an engine that ignores "required" has its round thrown away (the gateway then
+        # searches itself), and so has one that writes PREAMBLE_LIMIT characters without
+        # a call (the engine stream is closed there, which stops the engine writing).
         held: list[StreamEvent] | None = [] if plan.hold_text else None
         held_chars = 0
         tail_before, shown_before = self._tail, len(self._shown)
@@ -331,7 +358,7 @@ class ChatTurn:
         if held is not None and held_chars > PREAMBLE_LIMIT:
             log.info(
                 "engine %s wrote %d characters without a call under tool_choice "
-                '"required"; asking again with "auto"',
+                '"required"; the gateway makes the first search',
                 self._engine.label,
                 held_chars,
             )
@@ -346,7 +373,7 @@ class ChatTurn:
             tail.extend(self._visible(blank))
         if held is not None:
             if not called():
-                # Thrown away: the round is retried, and none of it was shown.
+                # Thrown away, none of it shown: the gateway searches instead.
                 self._tail = tail_before
                 del self._shown[shown_before:]
                 return
@@ -360,6 +387,8 @@ class ChatTurn:
         result: _Round,
         offered: list[str],
         required: dict[str, list[str]],
+        *,
+        by: SearchedBy = "model",
     ) -> AsyncIterator[StreamEvent]:
         vetted = [
             vet_call(c, offered=offered, required=required, seen=self._seen) for c in raw_calls
@@ -381,7 +410,7 @@ class ChatTurn:
 
         async def run(index: int, call: VettedCall) -> None:
             try:
-                results[index] = await self._run_one(call, items)
+                results[index] = await self._run_one(call, items, by)
             finally:
                 items.put_nowait(index)
 
@@ -426,7 +455,7 @@ class ChatTurn:
             yield CallEnded("unknown", "malformed", result.malformed)
 
     async def _run_one(
-        self, call: VettedCall, events: asyncio.Queue[ThorEvent | int]
+        self, call: VettedCall, events: asyncio.Queue[ThorEvent | int], by: SearchedBy
     ) -> ToolResult:
         tool = self._tools.get(call.name)
         if tool is None:  # vet_call already refused it; kept for the type checker
@@ -441,7 +470,11 @@ class ChatTurn:
                 async for item in items:
                     if isinstance(item, ToolResult):
                         return item
-                    events.put_nowait(item)
+                    if isinstance(item, Searched) and item.by != by:
+                        # The tool cannot tell who called it; the loop can (SPEC 4's `by`).
+                        events.put_nowait(replace(item, by=by))
+                    else:
+                        events.put_nowait(item)
             return no_result(call.name)
         except TimeoutError:
             return timed_out(call.name)

@@ -11,7 +11,8 @@ in a ``stream: false`` body, without `Working`, which only says what runs now)::
                                   {"tool": "fetch_page_content_recursive", "url": ...}]}
     {"type": "working", "calls": []}
     {"type": "searched", "queries": [...], "time_range": "week"|null, "kind": "jobs"|null,
-     "results": N, "unresponsive_engines": [[name, reason], ...], "error": null|"<cause>"}
+     "results": N, "unresponsive_engines": [[name, reason], ...], "error": null|"<cause>",
+     "by": "model"|"gateway"}
     {"type": "read", "url": ..., "final_url": ..., "title": ..., "ok": true|false,
      "reason": null|"<fetcher reason word>"|"<gateway word>"}
     {"type": "sources", "sources": [{"n": 1, "url": ..., "title": ...}, ...]}
@@ -24,9 +25,12 @@ cannot tell a tool at work from the model at work.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from gateway.ledger import Source
+
+#: Who made a search: the model's call, or the gateway's own first search (SPEC 3.2, 4).
+SearchedBy = Literal["model", "gateway"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,8 @@ class Searched:
             was spent before the call (nothing was searched: ``queries`` are the ones
             asked), else None. An addition to SPEC 4's fields, so a page can say why a
             search found nothing.
+        by: ``gateway`` for the gateway's own first search (SPEC 3.2), else ``model``
+            (over MCP, the agent's call).
     """
 
     queries: tuple[str, ...]
@@ -53,6 +59,7 @@ class Searched:
     results: int = 0
     unresponsive_engines: tuple[tuple[str, str], ...] = ()
     error: str | None = None
+    by: SearchedBy = "model"
 
     def payload(self) -> dict[str, Any]:
         """The ``thor_event`` object."""
@@ -64,6 +71,7 @@ class Searched:
             "results": self.results,
             "unresponsive_engines": [list(pair) for pair in self.unresponsive_engines],
             "error": self.error,
+            "by": self.by,
         }
 
 

@@ -63,6 +63,7 @@ async def test_async_streaming_with_web_reads_events_from_extra_fields(
             "results": 1,
             "unresponsive_engines": [],
             "error": None,
+            "by": "model",
         },
         {"type": "working", "calls": []},
         {
