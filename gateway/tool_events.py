@@ -15,7 +15,7 @@ in a ``stream: false`` body, without `Working`, which only says what runs now)::
      "by": "model"|"gateway"}
     {"type": "read", "url": ..., "final_url": ..., "title": ..., "ok": true|false,
      "reason": null|"<fetcher reason word>"|"<gateway word>"}
-    {"type": "sources", "sources": [{"n": 1, "url": ..., "title": ...}, ...]}
+    {"type": "sources", "sources": [{"n": 1, "url": ..., "title": ..., "read": true}, ...]}
     {"type": "citations", "cited": [n, ...], "unknown": [n, ...]}
 
 `Working` is an addition to SPEC 4 (it has no "tool started" event): without it a client
@@ -110,7 +110,13 @@ class Read:
 
 @dataclass(frozen=True, slots=True)
 class Sources:
-    """The ledger's list, sent before the answer rounds (or after an early answer)."""
+    """The ledger's list, sent before the answer rounds (or after an early answer).
+
+    Each source carries one field more than SPEC 4's ``n``, ``url`` and ``title``:
+    ``read``, true when a read of this answer reached the page, false for a source the
+    model knows only by its search result's title and snippet (a page can tell the two
+    apart).
+    """
 
     sources: tuple[Source, ...]
 
@@ -118,7 +124,9 @@ class Sources:
         """The ``thor_event`` object."""
         return {
             "type": "sources",
-            "sources": [{"n": s.n, "url": s.url, "title": s.title} for s in self.sources],
+            "sources": [
+                {"n": s.n, "url": s.url, "title": s.title, "read": s.read} for s in self.sources
+            ],
         }
 
 

@@ -116,7 +116,12 @@ async def test_round_one_required_then_auto_and_answer(
         {
             "type": "sources",
             "sources": [
-                {"n": 1, "url": "https://example.org/rust-1.90", "title": "About rust 1.90"}
+                {
+                    "n": 1,
+                    "url": "https://example.org/rust-1.90",
+                    "title": "About rust 1.90",
+                    "read": False,
+                }
             ],
         },
         {"type": "citations", "cited": [1], "unknown": []},
@@ -249,6 +254,7 @@ async def test_eight_tool_rounds_then_sources_and_answer_now(
         "n": 1,
         "url": "https://example.org/q0",
         "title": "About q0",
+        "read": False,
     }
     assert text(events) == "final [1]"
 
