@@ -245,7 +245,7 @@ async def test_the_stock_template_ignores_required_and_the_gateway_searches_itse
     assert retry.body["messages"][0]["content"] == prompts.WEB_SYSTEM
     assert [m["role"] for m in retry.body["messages"]] == ["system", "user", "assistant", "tool"]
     assert retry.status() == 200  # the stock template took the gateway's call and result
-    assert held.content().strip() not in text_of(first)
+    # What is shown is round 2's text (the 135M model may say the same words both times).
     assert text_of(first) == retry.content()
     searched = [e for e in events_of(first) if e["type"] == "searched"]
     assert [(e["queries"], e["by"]) for e in searched] == [([asked], "gateway")]
