@@ -19,8 +19,8 @@ import trustme
 from selenium.webdriver.chrome.webdriver import WebDriver
 from selenium.webdriver.common.by import By
 
+from testkit.engine import MODEL
 from testkit.searxng import recorded
-from tests.gateway.fake_engine import MODEL
 from tests.page.browser import Page
 from tests.page.chat import article, calls, fetch, ready, say, search, streamed
 from tests.page.stack import Stack
