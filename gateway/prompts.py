@@ -35,8 +35,6 @@ ANSWER_NOW = (
     "claim. Do not call a tool."
 )
 
-#: One-line nudge sent when an engine refuses or ignores ``tool_choice: "required"``.
-REQUIRED_NUDGE = "Call a tool first: search the web before you answer."
 
 #: First line of every page's text inside a tool result.
 PAGE_LABEL = (

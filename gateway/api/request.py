@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway import prompts
@@ -41,6 +41,11 @@ class ChatRequest:
     include_usage: bool
     fields: Mapping[str, Any]
     raw: bytes = b""
+
+    def for_model(self, model: str) -> ChatRequest:
+        """The same request naming ``model`` (a file-name alias's listed name)."""
+        fields = {**self.fields, "model": model}
+        return replace(self, model=model, fields=fields, raw=b"")
 
     def engine_body(self) -> bytes:
         """The body for pass-through: as sent, without the gateway's own switch."""

@@ -6,13 +6,18 @@ cache (an answer is trusted for ``models_cache`` seconds, a failure for
 ``models_failure_cache``) and its own single look-up at a time, and look-ups of several
 engines run concurrently, so a hung engine delays only requests that need it, at most
 once per failure-cache period.
+
+Names (SPEC 2): a request names a model exactly as an engine lists it, or, for a model
+the engine names by its file path (llama-server started with ``-m /x/y/Model.Q4.gguf``
+lists ``/x/y/Model.Q4.gguf``), by the file's own name with or without ``.gguf``
+(`file_aliases`). An unknown model's 404 lists the names served (`unknown_model`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from gateway.engine.client import EngineClient
@@ -26,6 +31,62 @@ class ModelEntry:
 
     model: str
     engine: EngineSettings
+
+
+#: The suffix of llama.cpp's model files, left out of the shorter alias.
+_GGUF = ".gguf"
+#: An unknown model's 404 names at most this many of the models served (SPEC 2).
+LISTED_NAMES = 20
+
+
+def _aliases_of(name: str) -> tuple[str, ...]:
+    """The file-name aliases of one served name: its last path part, and that without
+    ``.gguf`` (any case); none for a name that is no file name."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    stem = base[: -len(_GGUF)] if base.lower().endswith(_GGUF) else base
+    if base == name and stem == name:
+        return ()  # not a path, not a .gguf file: a name like "qwen3"
+    return tuple(dict.fromkeys(a for a in (base, stem) if a and a != name))
+
+
+def file_aliases(names: Iterable[str]) -> dict[str, str]:
+    """The aliases of path-named models (SPEC 2), each to the name it stands for.
+
+    ``/x/y/Model.Q4.gguf`` is also ``Model.Q4.gguf`` and ``Model.Q4`` (a Windows path's
+    ``\\`` separates parts too; a bare ``Model.Q4.gguf`` is also ``Model.Q4``). An alias two
+    different names would give (``/a/M.gguf`` and ``/b/M.gguf``: ``M``) stands for
+    neither, and a name that is served as it is never becomes an alias of another.
+    """
+    served = set(names)
+    owners: dict[str, set[str]] = {}
+    for name in served:
+        for alias in _aliases_of(name):
+            owners.setdefault(alias, set()).add(name)
+    return {
+        alias: next(iter(found))
+        for alias, found in owners.items()
+        if len(found) == 1 and alias not in served
+    }
+
+
+def unknown_model(model: str, names: Sequence[str]) -> UnknownModelError:
+    """The 404 for ``model``, listing at most `LISTED_NAMES` of the names served (each
+    once, in the order ``GET /v1/models`` lists them), with their short aliases."""
+    distinct = list(dict.fromkeys(names))
+    if not distinct:
+        return UnknownModelError(f"The model {model!r} does not exist: no model is served.")
+    short: dict[str, list[str]] = {}
+    for alias, name in file_aliases(distinct).items():
+        short.setdefault(name, []).append(alias)
+    listed = []
+    for name in distinct[:LISTED_NAMES]:
+        also = sorted(short.get(name, ()), key=len)
+        listed.append(f"{name} (or {also[0]})" if also else name)
+    more = len(distinct) - LISTED_NAMES
+    tail = f", and {more} more (GET /v1/models lists them all)" if more > 0 else ""
+    return UnknownModelError(
+        f"The model {model!r} does not exist. Models served: {', '.join(listed)}{tail}."
+    )
 
 
 class _Engine:
@@ -120,15 +181,19 @@ class ModelDirectory:
                 entries.extend(ModelEntry(name, engine.settings) for name in answer)
         return entries, errors
 
-    async def resolve(self, model: str) -> EngineSettings:
-        """The engine serving ``model``.
+    async def resolve(self, model: str) -> ModelEntry:
+        """The engine serving ``model``, and the name it knows the model by.
 
         Configured names and fresh caches are read first, in configuration order; only
         engines whose lists are unknown or stale are asked, concurrently, and the first
-        that names the model wins (a hung engine never delays another's answer).
+        that names the model wins (a hung engine never delays another's answer). A name
+        no engine lists may be a file-name alias (`file_aliases`) of a name listed by
+        the engines that answered; the entry then carries the listed name, which is what
+        the engine must be sent.
 
         Raises:
-            UnknownModelError: No engine serves it (and every engine answered).
+            UnknownModelError: No engine serves it (and every engine answered); the
+                message lists the names served.
             EngineError: It was not found and some engine could not be asked.
         """
         stale: list[_Engine] = []
@@ -136,14 +201,14 @@ class ModelDirectory:
             if not self._fresh(engine):
                 stale.append(engine)
             elif engine.error is None and model in engine.names:
-                return engine.settings
+                return ModelEntry(model, engine.settings)
         errors = [e.error for e in self._engines if e not in stale and e.error is not None]
         pending = {asyncio.ensure_future(self._ask(e, model)): e for e in stale}
         try:
             for next_done in asyncio.as_completed(pending):
                 found = await next_done
                 if isinstance(found, EngineSettings):
-                    return found
+                    return ModelEntry(model, found)
                 if found is not None:
                     errors.append(found)
         finally:
@@ -151,12 +216,22 @@ class ModelDirectory:
                 if not task.done():
                     self._background.add(task)
                     task.add_done_callback(self._background.discard)
+        # Every engine has answered or failed: the names of those that answered.
+        served = [
+            ModelEntry(name, e.settings)
+            for e in self._engines
+            if e.error is None
+            for name in e.names
+        ]
+        listed = file_aliases(entry.model for entry in served).get(model)
+        if listed is not None:
+            return next(entry for entry in served if entry.model == listed)
         if errors:
             raise EngineUnreachableError(
                 "The model engine that would serve this model cannot be reached "
                 f"({', '.join(sorted({e.engine for e in errors if e.engine}))})."
             ) from errors[0]
-        raise UnknownModelError(f"The model {model!r} does not exist.")
+        raise unknown_model(model, [entry.model for entry in served])
 
     async def _ask(self, engine: _Engine, model: str) -> EngineSettings | EngineError | None:
         try:

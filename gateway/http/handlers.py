@@ -98,8 +98,11 @@ async def _answer(request: Request, services: Services, chat: ChatRequest, tally
         key = request.scope.get("state", {}).get("key", -1)
         resources.enter_context(services.slots.take())
         resources.enter_context(services.key_limits.chat(key))
-        engine = await until_disconnect(request, lambda: services.models.resolve(chat.model))
-        pump = Pump(_source(services, chat, engine), services.drain)
+        entry = await until_disconnect(request, lambda: services.models.resolve(chat.model))
+        # A file-name alias reaches the engine as the name the engine lists (SPEC 2); the
+        # client's chunks keep the name it asked for.
+        routed = chat if entry.model == chat.model else chat.for_model(entry.model)
+        pump = Pump(_source(services, routed, entry.engine), services.drain)
         resources.push_async_callback(pump.close)
         pump.start()
         keepalive = services.settings.timeouts.keepalive

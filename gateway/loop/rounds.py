@@ -1,10 +1,19 @@
 """The tool loop's round rules (SPEC 3), as pure code: no I/O, no clock, no engine.
 
-`gateway.loop.turn` does the talking; this module decides which round comes next and with
-what ``tool_choice`` (`next_round`) and other fields (`round_fields`), what a finished
-round leads to (`after_round`), which engine errors refuse ``tool_choice: "required"``
-(`refuses_required`), and what was learnt about the engine's handling of it. `LoopState`
-is immutable: every rule returns the next state, so the loop never changes it by hand.
+`gateway.loop.turn` does the talking; this module decides how an answer starts (`start`),
+which round comes next and with what ``tool_choice`` (`next_round`) and other fields
+(`round_fields`), what a finished round leads to (`after_round`), when the gateway makes
+the first search itself (``LoopState.search_due``, SPEC 3.2), which engine errors refuse
+``tool_choice: "required"`` (`refuses_required`), and what was learnt about the engine's
+handling of it. `LoopState` is immutable: every rule returns the next state, so the loop
+never changes it by hand.
+
+The gateway's own first search: every Web-on answer searches at least once, whatever the
+engine does with ``"required"``. When round 1 ends without a call (the engine ignored
+``"required"``, or refused it with a 400) or writes `PREAMBLE_LIMIT` characters without
+one, its held text is dropped, the gateway runs ``web_search`` itself with the user's
+question, and round 2 follows under ``"auto"``. An engine seen to ignore or refuse
+``"required"`` has its later answers start with that search and round 1 under ``"auto"``.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ MAX_TOOL_ROUNDS = 8
 #: Then at most this many rounds without tools (SPEC 3.6).
 MAX_ANSWER_ROUNDS = 2
 #: A ``"required"`` round's text is held until a call shows up; after this many visible
-#: characters without one, the round is given up and asked again with ``"auto"``.
+#: characters without one, the round is given up and the gateway searches itself.
 #: llama-server enforces ``"required"`` only halfway (free text may come first) and a
 #: small model can then write until its context is full (SmolLM2: 1,847 tokens, a minute,
 #: nothing shown). Room for the short plan the system line asks for.
@@ -56,13 +65,11 @@ class LoopState:
     phase: Phase = Phase.TOOLS
     tool_rounds: int = 0
     answer_rounds: int = 0
-    #: The one retry of round 1 with ``"auto"`` was used (or is being used).
-    required_retry: bool = False
-    #: The engine answered 400 to ``"required"``; learnt once the retry is accepted, so
-    #: a 400 for another reason (a prompt too long) does not mark the engine.
+    #: The gateway's own first search runs before the next round (SPEC 3.2).
+    search_due: bool = False
+    #: The engine answered 400 to ``"required"``; learnt once the next round is accepted,
+    #: so a 400 for another reason (a prompt too long) does not mark the engine.
     refusal_pending: bool = False
-    #: The nudge line is in the system message (kept once added, for the prompt cache).
-    nudged: bool = False
     #: The answer rounds have been announced (sources list and answer-now sent).
     answer_announced: bool = False
     #: The loop ended without an answer; the clear message must be sent.
@@ -76,36 +83,40 @@ class RoundPlan:
     Attributes:
         offer_tools: Send ``tools`` (tool rounds) or not (answer rounds).
         tool_choice: The ``tool_choice`` to send with tools.
-        nudge: Add the one-line nudge to the system message.
         hold_text: Hold visible text until a call appears: a ``"required"`` round, whose
             text is thrown away if no call comes (the engine ignored ``"required"``, or
-            honoured it only halfway), so the retry's text is not shown after it.
+            honoured it only halfway): the gateway then searches itself, and the text
+            written without the search is never shown.
         announce_answer: Send the sources list and the answer-now line first (one turn).
     """
 
     offer_tools: bool
     tool_choice: str | None
-    nudge: bool
     hold_text: bool
     announce_answer: bool
 
 
+#: Engines whose answers start with the gateway's own search (``"required"`` is no use).
+_SEARCH_FIRST = frozenset({RequiredSupport.IGNORED, RequiredSupport.REFUSED})
+
+
+def start(support: RequiredSupport) -> LoopState:
+    """The state an answer starts in: with the gateway's own search first when the engine
+    is known to ignore or refuse ``"required"`` (SPEC 3.2: no round is wasted on it)."""
+    return LoopState(search_due=support in _SEARCH_FIRST)
+
+
 def next_round(state: LoopState, support: RequiredSupport) -> RoundPlan:
-    """The plan of the next round (state.phase must not be DONE)."""
+    """The plan of the next round (state.phase must not be DONE, the gateway's search
+    must not be due)."""
     if state.phase is Phase.ANSWER:
-        return RoundPlan(False, None, state.nudged, False, not state.answer_announced)
-    first = state.tool_rounds == 0
-    required = (
-        first
-        and not state.required_retry
-        and support in (RequiredSupport.UNKNOWN, RequiredSupport.HONOURED)
-    )
-    nudge = state.nudged or (first and not required)
+        return RoundPlan(False, None, False, not state.answer_announced)
+    required = state.tool_rounds == 0 and support not in _SEARCH_FIRST
     # Text is held in every "required" round, not only while the engine is unknown: an
     # engine that honoured "required" once may still end a later round without a call
     # (a preamble cut by the length limit), and its shown text would then be followed by
-    # the retry's.
-    return RoundPlan(True, "required" if required else "auto", nudge, required, False)
+    # the answer written after the gateway's search.
+    return RoundPlan(True, "required" if required else "auto", required, False)
 
 
 def round_fields(fields: Mapping[str, Any], plan: RoundPlan) -> dict[str, Any]:
@@ -165,7 +176,7 @@ class Step(enum.Enum):
     """What the loop does after a round."""
 
     RUN_CALLS = "run_calls"  # run the calls, then ask again per state.phase
-    RETRY_AUTO = "retry_auto"  # throw the held round away, ask again with "auto" + nudge
+    SEARCH_FIRST = "search_first"  # drop the held round; the gateway searches, then "auto"
     FINISH = "finish"  # the answer is complete (or the clear message is due)
     ASK_AGAIN = "ask_again"  # nothing to run; ask again per state.phase
 
@@ -199,10 +210,9 @@ def after_round(state: LoopState, plan: RoundPlan, outcome: RoundOutcome) -> Adv
         if plan.tool_choice == "required":
             learnt = RequiredSupport.HONOURED if wrote_calls else RequiredSupport.IGNORED
             if not wrote_calls:
-                state = replace(state, required_retry=True, nudged=True)
-                return Advance(state, Step.RETRY_AUTO, learnt)
-        if plan.nudge:
-            state = replace(state, nudged=True)
+                # Round 1 is over (it counts); the gateway searches before round 2.
+                state = replace(state, tool_rounds=state.tool_rounds + 1, search_due=True)
+                return Advance(state, Step.SEARCH_FIRST, learnt)
         if not wrote_calls:
             if outcome.has_text:
                 return Advance(replace(state, phase=Phase.DONE), Step.FINISH, learnt)
@@ -242,6 +252,12 @@ def asks_answer_again(state: LoopState) -> bool:
 
 
 def refused_required(state: LoopState) -> LoopState:
-    """The engine answered 400 to ``"required"``: retry round 1 with ``"auto"`` and the
-    nudge; the refusal is learnt only if the retry is accepted."""
-    return replace(state, required_retry=True, nudged=True, refusal_pending=True)
+    """The engine answered 400 to ``"required"``: round 1 is over without a call, so the
+    gateway searches before round 2 (``"auto"``); the refusal is learnt only if that
+    round is accepted."""
+    return replace(state, tool_rounds=state.tool_rounds + 1, search_due=True, refusal_pending=True)
+
+
+def searched_first(state: LoopState, *, searches_spent: bool) -> LoopState:
+    """The gateway's own search ran (or could not: no question, no search tool)."""
+    return after_calls(replace(state, search_due=False), searches_spent=searches_spent)

@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from gateway import prompts
@@ -33,9 +33,10 @@ from gateway.loop.calls import (
 )
 from gateway.loop.citations import check_citations
 from gateway.loop.conversation import Conversation
+from gateway.loop.first_search import TOOL as FIRST_SEARCH_TOOL
+from gateway.loop.first_search import first_query
 from gateway.loop.rounds import (
     PREAMBLE_LIMIT,
-    LoopState,
     Phase,
     RequiredSupport,
     RoundOutcome,
@@ -48,6 +49,8 @@ from gateway.loop.rounds import (
     refused_required,
     refuses_required,
     round_fields,
+    searched_first,
+    start,
 )
 from gateway.loop.tooltext.filter import FilterOutput, TextToolFilter
 from gateway.settings import Budgets, EngineSettings
@@ -70,7 +73,7 @@ from gateway.tools.base import (
     no_result,
     timed_out,
 )
-from gateway.tools.events import Sources, ThorEvent, Working
+from gateway.tools.events import Searched, SearchedBy, Sources, ThorEvent, Working
 from gateway.tools.ledger import BudgetCounter, Ledger
 
 log = logging.getLogger(__name__)
@@ -182,6 +185,7 @@ class ChatTurn:
         self.budgets = BudgetCounter(options.budgets.searches, options.budgets.pages)
         self._context = ToolContext(self.ledger, self.budgets, user_text(messages))
         self._conversation = Conversation(messages)
+        self._first_query = first_query(messages)
         self._seen: set[str] = set()
         self._wrote_visible = False
         #: Everything shown to the user, for the citation check.
@@ -192,9 +196,8 @@ class ChatTurn:
         self._usage: UsageCounts | None = None
 
     def _body(self, plan: RoundPlan, schemas: list[Any]) -> bytes:
-        system = prompts.WEB_SYSTEM + (f"\n{prompts.REQUIRED_NUDGE}" if plan.nudge else "")
         body: dict[str, Any] = {"model": self._model, **round_fields(self._fields, plan)}
-        body["messages"] = self._conversation.messages(system)
+        body["messages"] = self._conversation.messages(prompts.WEB_SYSTEM)
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         if plan.offer_tools:
@@ -221,10 +224,15 @@ class ChatTurn:
 
     async def events(self) -> AsyncGenerator[StreamEvent, None]:
         """Run the loop; yield what the client should see, in order."""
-        state = LoopState()
+        state = start(self._memory.get(self._engine))
         schemas: list[Any] = self._tools.schemas()
         shapes = self._tools.shapes()
         while state.phase is not Phase.DONE:
+            if state.search_due:
+                async for event in self._search_first(shapes):
+                    yield event
+                state = searched_first(state, searches_spent=self.budgets.searches_spent)
+                continue
             plan = next_round(state, self._memory.get(self._engine))
             if plan.announce_answer:
                 yield self._sources()
@@ -243,7 +251,14 @@ class ChatTurn:
                 if plan.tool_choice == "required" and refuses_required(
                     exc.status, kind, code, exc.message
                 ):
-                    # The engine may refuse "required": retry with "auto".
+                    # The engine may refuse "required": the gateway searches itself,
+                    # then asks with "auto".
+                    log.info(
+                        'engine %s refused tool_choice "required" (%d); the gateway '
+                        "makes the first search",
+                        self._engine.label,
+                        exc.status,
+                    )
                     state = refused_required(state)
                     continue
                 raise
@@ -281,15 +296,25 @@ class ChatTurn:
         if self._usage is not None:
             yield Usage(self._usage)
 
+    async def _search_first(self, shapes: dict[str, CallShape]) -> AsyncIterator[StreamEvent]:
+        """The gateway's own first search (SPEC 3.2): ``web_search`` with the user's
+        question, entered in the conversation exactly as a model's call. Nothing is run
+        when there is no question in words or no search tool (a test's tool box)."""
+        if self._first_query is None or FIRST_SEARCH_TOOL not in shapes:
+            return
+        call = RawCall("", FIRST_SEARCH_TOOL, {"query": self._first_query})
+        async for event in self._run_calls([call], _Round(), shapes, by="gateway"):
+            yield event
+
     async def _round(
         self, body: bytes, schemas: list[Any], plan: RoundPlan, out: _Round
     ) -> AsyncIterator[StreamEvent]:
         text_filter = self._filter_factory(schemas)
         assembler = ToolCallAssembler()
         # A "required" round's text is held until a call shows the engine honours it;
-        # an engine that ignores "required" has its round thrown away and retried, and
-        # so has one that writes PREAMBLE_LIMIT characters without a call (the engine
-        # stream is closed there, which stops the engine writing).
+        # an engine that ignores "required" has its round thrown away (the gateway then
+        # searches itself), and so has one that writes PREAMBLE_LIMIT characters without
+        # a call (the engine stream is closed there, which stops the engine writing).
         held: list[StreamEvent] | None = [] if plan.hold_text else None
         held_chars = 0
         tail_before, shown_before = self._tail, len(self._shown)
@@ -338,7 +363,7 @@ class ChatTurn:
         if held is not None and held_chars > PREAMBLE_LIMIT:
             log.info(
                 "engine %s wrote %d characters without a call under tool_choice "
-                '"required"; asking again with "auto"',
+                '"required"; the gateway makes the first search',
                 self._engine.label,
                 held_chars,
             )
@@ -353,7 +378,7 @@ class ChatTurn:
             tail.extend(self._visible(blank))
         if held is not None:
             if not called():
-                # Thrown away: the round is retried, and none of it was shown.
+                # Thrown away, none of it shown: the gateway searches instead.
                 self._tail = tail_before
                 del self._shown[shown_before:]
                 return
@@ -366,6 +391,8 @@ class ChatTurn:
         raw_calls: list[RawCall],
         result: _Round,
         shapes: dict[str, CallShape],
+        *,
+        by: SearchedBy = "model",
     ) -> AsyncIterator[StreamEvent]:
         vetted = [vet_call(c, tools=shapes, seen=self._seen) for c in raw_calls]
         self._conversation.add_assistant(
@@ -385,7 +412,7 @@ class ChatTurn:
 
         async def run(index: int, call: VettedCall) -> None:
             try:
-                results[index] = await self._run_one(call, items)
+                results[index] = await self._run_one(call, items, by)
             finally:
                 items.put_nowait(index)
 
@@ -430,7 +457,7 @@ class ChatTurn:
             yield CallEnded("unknown", "malformed", result.malformed)
 
     async def _run_one(
-        self, call: VettedCall, events: asyncio.Queue[ThorEvent | int]
+        self, call: VettedCall, events: asyncio.Queue[ThorEvent | int], by: SearchedBy
     ) -> ToolResult:
         tool = self._tools.get(call.name)
         if tool is None:  # vet_call already refused it; kept for the type checker
@@ -445,7 +472,11 @@ class ChatTurn:
                 async for item in items:
                     if isinstance(item, ToolResult):
                         return item
-                    events.put_nowait(item)
+                    if isinstance(item, Searched) and item.by != by:
+                        # The tool cannot tell who called it; the loop can (SPEC 4's `by`).
+                        events.put_nowait(replace(item, by=by))
+                    else:
+                        events.put_nowait(item)
             return no_result(call.name)
         except TimeoutError:
             return timed_out(call.name)

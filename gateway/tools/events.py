@@ -11,10 +11,11 @@ in a ``stream: false`` body, without `Working`, which only says what runs now)::
                                   {"tool": "fetch_page_content_recursive", "url": ...}]}
     {"type": "working", "calls": []}
     {"type": "searched", "queries": [...], "time_range": "week"|null, "kind": "jobs"|null,
-     "results": N, "unresponsive_engines": [[name, reason], ...], "error": null|"<cause>"}
+     "results": N, "unresponsive_engines": [[name, reason], ...], "error": null|"<cause>",
+     "by": "model"|"gateway"}
     {"type": "read", "url": ..., "final_url": ..., "title": ..., "ok": true|false,
      "reason": null|"<fetcher reason word>"|"<gateway word>"}
-    {"type": "sources", "sources": [{"n": 1, "url": ..., "title": ...}, ...]}
+    {"type": "sources", "sources": [{"n": 1, "url": ..., "title": ..., "read": true}, ...]}
     {"type": "citations", "cited": [n, ...], "unknown": [n, ...]}
 
 `Working` is an addition to SPEC 4 (it has no "tool started" event): without it a client
@@ -24,10 +25,13 @@ cannot tell a tool at work from the model at work.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from gateway import prompts
 from gateway.tools.ledger import Source
+
+#: Who made a search: the model's call, or the gateway's own first search (SPEC 3.2, 4).
+SearchedBy = Literal["model", "gateway"]
 
 
 class ThorEvent(Protocol):
@@ -62,6 +66,8 @@ class Searched:
             was spent before the call (nothing was searched: ``queries`` are the ones
             asked), else None. An addition to SPEC 4's fields, so a page can say why a
             search found nothing.
+        by: ``gateway`` for the gateway's own first search (SPEC 3.2), else ``model``
+            (over MCP, the agent's call).
     """
 
     queries: tuple[str, ...]
@@ -70,6 +76,7 @@ class Searched:
     results: int = 0
     unresponsive_engines: tuple[tuple[str, str], ...] = ()
     error: str | None = None
+    by: SearchedBy = "model"
 
     def payload(self) -> dict[str, Any]:
         """The ``thor_event`` object."""
@@ -81,6 +88,7 @@ class Searched:
             "results": self.results,
             "unresponsive_engines": [list(pair) for pair in self.unresponsive_engines],
             "error": self.error,
+            "by": self.by,
         }
 
     def progress(self) -> str:
@@ -132,7 +140,13 @@ class Read:
 
 @dataclass(frozen=True, slots=True)
 class Sources:
-    """The ledger's list, sent before the answer rounds (or after an early answer)."""
+    """The ledger's list, sent before the answer rounds (or after an early answer).
+
+    Each source carries one field more than SPEC 4's ``n``, ``url`` and ``title``:
+    ``read``, true when a read of this answer reached the page, false for a source the
+    model knows only by its search result's title and snippet (a page can tell the two
+    apart).
+    """
 
     sources: tuple[Source, ...]
 
@@ -140,7 +154,9 @@ class Sources:
         """The ``thor_event`` object."""
         return {
             "type": "sources",
-            "sources": [{"n": s.n, "url": s.url, "title": s.title} for s in self.sources],
+            "sources": [
+                {"n": s.n, "url": s.url, "title": s.title, "read": s.read} for s in self.sources
+            ],
         }
 
     def progress(self) -> str:

@@ -10,7 +10,7 @@ what may be opened next.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit, urlunsplit
 
 from gateway import prompts
@@ -34,12 +34,16 @@ class Source:
         url: The address as first seen.
         title: Its title ("" when none is known yet).
         searched: Some search of this answer returned it (rule 1 allows its host).
+        read: A read of this answer reached the page (its text was given to the model);
+            a source not read is known to the model only by its search result's title
+            and snippet.
     """
 
     n: int
     url: str
     title: str
     searched: bool = False
+    read: bool = False
 
 
 def normalise_url(url: str) -> str:
@@ -71,18 +75,27 @@ class Ledger:
         """Number ``url`` (or return the number it already has).
 
         A later, non-empty title fills in a source first seen without one; a page read
-        first and found by a search later counts as searched from then on.
+        first and found by a search later counts as searched from then on, and a search
+        result whose page is read later counts as read.
         """
         key = normalise_url(url)
         searched = found is Found.SEARCH
+        read = found is Found.PAGE
         known = self._by_key.get(key)
         if known is not None:
-            if (not known.title and title) or (searched and not known.searched):
-                self._by_key[key] = Source(
-                    known.n, known.url, known.title or title, known.searched or searched
+            if (
+                (not known.title and title)
+                or (searched and not known.searched)
+                or (read and not known.read)
+            ):
+                self._by_key[key] = replace(
+                    known,
+                    title=known.title or title,
+                    searched=known.searched or searched,
+                    read=known.read or read,
                 )
             return known.n
-        source = Source(len(self._by_key) + 1, url, title, searched)
+        source = Source(len(self._by_key) + 1, url, title, searched, read)
         self._by_key[key] = source
         return source.n
 

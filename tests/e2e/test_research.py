@@ -105,8 +105,11 @@ async def test_search_read_and_cite_with_events_in_order_and_keep_alives(
     ]
     sources = answer.of_type("sources")[0]["sources"]
     assert [s["n"] for s in sources] == [1, 2, 3, 4, 5, 6, 7]
-    assert sources[0] == {"n": 1, "url": start, "title": "Kettle descaling guide"}
+    assert sources[0] == {"n": 1, "url": start, "title": "Kettle descaling guide", "read": True}
     assert sources[6]["url"] == world.url("/kettle/more")
+    # The two pages read, told apart from the results known only by their snippets.
+    assert [s["read"] for s in sources] == [True, False, False, False, False, False, True]
+    assert searched["by"] == "model"
     assert answer.of_type("citations") == [{"type": "citations", "cited": [1, 7], "unknown": [12]}]
     assert answer.text == "## Descaling\nUse citric acid [1], rinse twice [7]. See [12]."
     assert answer.chunks[-1]["choices"][0]["finish_reason"] == "stop"

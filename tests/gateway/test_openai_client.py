@@ -63,12 +63,18 @@ async def test_async_streaming_with_web_reads_events_from_extra_fields(
             "results": 1,
             "unresponsive_engines": [],
             "error": None,
+            "by": "model",
         },
         {"type": "working", "calls": []},
         {
             "type": "sources",
             "sources": [
-                {"n": 1, "url": "https://example.org/rust-news", "title": "About rust news"}
+                {
+                    "n": 1,
+                    "url": "https://example.org/rust-news",
+                    "title": "About rust news",
+                    "read": False,
+                }
             ],
         },
         {"type": "citations", "cited": [1], "unknown": []},

@@ -211,7 +211,7 @@ async def test_a_small_max_tokens_does_not_cut_a_call_in_a_tool_round(
 # --- round 1's "required", against engines that ignore it or honour it halfway -------------
 
 
-async def test_the_stock_template_ignores_required_and_round_one_is_not_shown_twice(
+async def test_the_stock_template_ignores_required_and_the_gateway_searches_itself(
     http: httpx.AsyncClient, llama_stock: str
 ) -> None:
     search = FakeSearch()
@@ -234,17 +234,25 @@ async def test_the_stock_template_ignores_required_and_round_one_is_not_shown_tw
         gateway.recorder.clear()
         again = await sse(http, gateway.api, web_body(MODEL, QUESTION, stream=True, max_tokens=16))
         await gateway.recorder.settled()
-    assert search.calls == []
-    # Round 1 ("required", ignored) wrote an answer the client never saw; the retry with
-    # "auto" and the nudge wrote the one shown.
+    # Round 1 ("required", ignored) wrote an answer the client never saw; the gateway
+    # searched with the question itself (SPEC 3.2), and round 2 ("auto") wrote the one
+    # shown, after the search's call and result.
+    asked = QUESTION[0]["content"]
+    assert search.calls == [{"query": asked}, {"query": asked}]
     assert held.body["tool_choice"] == "required"
     assert held.content().strip()
     assert retry.body["tool_choice"] == "auto"
-    assert retry.body["messages"][0]["content"].endswith(prompts.REQUIRED_NUDGE)
+    assert retry.body["messages"][0]["content"] == prompts.WEB_SYSTEM
+    assert [m["role"] for m in retry.body["messages"]] == ["system", "user", "assistant", "tool"]
+    assert retry.status() == 200  # the stock template took the gateway's call and result
+    # What is shown is round 2's text (the 135M model may say the same words both times).
     assert text_of(first) == retry.content()
-    # Learnt: the next answer asks with "auto" (and the nudge) at once.
+    searched = [e for e in events_of(first) if e["type"] == "searched"]
+    assert [(e["queries"], e["by"]) for e in searched] == [([asked], "gateway")]
+    # Learnt: the next answer starts with the gateway's search and round 1 under "auto".
     [only] = gateway.recorder.chats
     assert only.body["tool_choice"] == "auto"
+    assert [m["role"] for m in only.body["messages"]] == ["system", "user", "assistant", "tool"]
     assert text_of(again) == only.content()
     assert_turns_alternate([held, retry, only])
 
@@ -269,7 +277,10 @@ async def test_a_required_preamble_on_the_tool_template_is_given_up_at_the_limit
     assert held.hung_up
     assert PREAMBLE_LIMIT < len(held.content()) < PREAMBLE_LIMIT + 200
     assert not any(e["choices"][0].get("finish_reason") for e in held.events() if e["choices"])
+    # The held preamble is dropped; the gateway searched itself, then asked with "auto".
+    assert search.calls == [{"query": QUESTION[0]["content"]}]
     assert retry.body["tool_choice"] == "auto"
+    assert held.content()[:40] not in json.dumps(retry.body["messages"])
     assert text_of(chunks) == retry.content()
     assert chunks[-1] == "[DONE]"
     assert_turns_alternate([held, retry])

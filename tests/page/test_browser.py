@@ -482,7 +482,7 @@ def test_citations_event_marks_numbers_that_are_not_sources(page: Page, stack: S
     assert unknown.text == "12"
     assert unknown.get_attribute("aria-label") == "12, not one of this answer's sources"
     cited = answer.find_elements(By.CSS_SELECTOR, ".sources > ol li")
-    assert [c.text for c in cited] == [f"Kettle descaling guide {host(stack)}"]
+    assert [c.text for c in cited] == [f"Kettle descaling guide {host(stack)} · snippet only"]
     assert answer.find_element(By.CSS_SELECTOR, ".more-sources summary").text == (
         "Other sources found (5)"
     )

@@ -2,7 +2,7 @@
 // Rendering is in render.js (nothing is ever inserted as HTML), the API in stream.js,
 // what the browser keeps in store.js.
 
-import { el, eventLine, externalLink, hostOf, renderMarkdown, workingText } from "./render.js";
+import { el, eventLine, externalLink, hostOf, renderMarkdown, webNote, workingText } from "./render.js";
 import { store } from "./store.js";
 import { listModels, streamTurn } from "./stream.js";
 
@@ -58,7 +58,11 @@ function sourcesFrom(event) {
   const list = Array.isArray(event.sources) ? event.sources : [];
   return list
     .filter((s) => s && Number.isInteger(s.n))
-    .map((s) => ({ n: s.n, url: String(s.url || ""), title: String(s.title || "") }));
+    .map((s) => ({
+      n: s.n, url: String(s.url || ""), title: String(s.title || ""),
+      // Read by the model, or known to it only by the search result; null: not said.
+      read: typeof s.read === "boolean" ? s.read : null,
+    }));
 }
 
 function numbers(list) {
@@ -104,6 +108,8 @@ class AnswerView {
     this.events = el("ul", null, "events");
     this.events.setAttribute("aria-label", "What the tools did");
     this.progress = el("p", null, "progress");
+    // Web on, and no search that found anything: said before the answer is read.
+    this.webNote = el("p", null, "web-note");
     this.answer = el("div", null, "answer markdown");
     this.error = el("p", null, "error");
     this.error.setAttribute("role", "alert");
@@ -122,7 +128,7 @@ class AnswerView {
     this.retryButton.addEventListener("click", () => retry(this.msg));
     this.actions.append(this.copyButton, this.retryButton);
     this.node.append(
-      this.reasoning, this.events, this.progress, this.answer, this.error, this.note,
+      this.reasoning, this.events, this.progress, this.webNote, this.answer, this.error, this.note,
       this.sources, this.actions,
     );
     this.shown = { events: 0, content: null, sources: null, citations: null, reasoning: null };
@@ -160,6 +166,9 @@ class AnswerView {
     const progress = progressText(msg);
     this.progress.textContent = progress;
     this.progress.hidden = !progress;
+    const finished = msg.web && msg.status !== "streaming" && msg.content.trim() !== "";
+    this.webNote.textContent = finished ? webNote(msg.events, msg.sources) : "";
+    this.webNote.hidden = !this.webNote.textContent;
     const citesChanged = msg.sources !== this.shown.sources || msg.citations !== this.shown.citations;
     if (msg.content !== this.shown.content || citesChanged) {
       this.shown.content = msg.content;
@@ -222,6 +231,13 @@ class AnswerView {
       const host = hostOf(source.url);
       item.append(externalLink(source.url, source.title.trim() || host || source.url));
       if (host) item.append(el("span", ` ${host}`, "host"));
+      if (source.read === true || source.read === false) {
+        const how = el("span", source.read ? " · read" : " · snippet only", source.read ? "how read" : "how");
+        how.title = source.read
+          ? "The model read this page."
+          : "The model saw only this search result's title and snippet, not the page.";
+        item.append(how);
+      }
       list.append(item);
     }
     return list;
@@ -504,8 +520,11 @@ function fillModels(models) {
   const saved = store.model();
   ui.model.replaceChildren(...models.map((m) => el("option", m)));
   ui.model.disabled = models.length === 0;
-  if (models.includes(saved)) ui.model.value = saved;
-  else if (models.length) store.setModel(models[0]);
+  if (!models.length) return;
+  // The one picked last time; the only one there is, whatever was picked before.
+  const chosen = models.length > 1 && models.includes(saved) ? saved : models[0];
+  ui.model.value = chosen;
+  if (chosen !== saved) store.setModel(chosen);
 }
 
 function forgetKey() {

@@ -300,6 +300,36 @@ function engineName(entry) {
   return String(entry);
 }
 
+// A search the gateway could not make at all (a refusal, a limit, SearXNG out of reach),
+// as opposed to one that was made and failed.
+const NOT_SEARCHED = new Set(["budget", "json_disabled", "rate_limited", "bad_request", "unreachable"]);
+
+/**
+ * The line a finished Web-on answer carries when none of its searches got an answer
+ * (or they found nothing), saying so and why; "" when the answer had a search that
+ * found something. `events` are the answer's tool events (`searched`, `read`), `sources`
+ * its sources list. A search the gateway made (`"by": "gateway"`) counts like any other.
+ */
+export function webNote(events, sources) {
+  const list = Array.isArray(events) ? events : [];
+  const searches = list.filter((e) => e && e.type === "searched");
+  const failure = (e) => (typeof e.error === "string" && e.error ? e.error : null);
+  const answered = searches.filter((e) => !failure(e));
+  if (answered.length) {
+    const found = (Array.isArray(sources) && sources.length) || answered.some((e) => e.results > 0);
+    return found ? "" : "the search found nothing: this answer is not from the web";
+  }
+  // The first failure that is not the spent budget says most (the budget was spent on it).
+  const cause = searches.map(failure).find((c) => c && c !== "budget") || searches.map(failure).find(Boolean);
+  if (cause) {
+    return `${NOT_SEARCHED.has(cause) ? "not searched" : "the search failed"}: ${searchErrorText(cause)}`;
+  }
+  const read = list.some((e) => e && e.type === "read" && e.ok !== false);
+  return read
+    ? "not searched: only the pages named in the question were read"
+    : "not searched: the model answered without searching the web";
+}
+
 /** The list item for one event, or null for events that are not lines. */
 export function eventLine(event) {
   if (event.type === "searched") return searchedLine(event);

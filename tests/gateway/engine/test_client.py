@@ -142,8 +142,8 @@ async def test_models_come_from_configuration_or_the_engine(
 ) -> None:
     configured = EngineSettings("http://127.0.0.1:9/v1", ("named",))
     directory = ModelDirectory((configured, EngineSettings(engine.url)), client)
-    assert (await directory.resolve("named")).url == configured.url
-    assert (await directory.resolve("test-model")).url == engine.url
+    assert (await directory.resolve("named")).engine.url == configured.url
+    assert (await directory.resolve("test-model")).engine.url == engine.url
     with pytest.raises(UnknownModelError):
         await directory.resolve("gpt-9")
     entries, errors = await directory.entries()

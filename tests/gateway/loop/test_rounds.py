@@ -26,6 +26,8 @@ from gateway.loop.rounds import (
     refused_required,
     refuses_required,
     round_fields,
+    searched_first,
+    start,
 )
 from gateway.tools.base import CallShape
 
@@ -206,31 +208,48 @@ def test_text_calls_arrive_decoded() -> None:
 
 
 def test_round_one_is_required_then_auto() -> None:
-    state = LoopState()
+    state = start(RequiredSupport.UNKNOWN)
+    assert not state.search_due
     plan = next_round(state, RequiredSupport.UNKNOWN)
-    assert (plan.offer_tools, plan.tool_choice, plan.nudge) == (True, "required", False)
+    assert (plan.offer_tools, plan.tool_choice, plan.hold_text) == (True, "required", True)
     advance = after_round(state, plan, RoundOutcome(calls=1, malformed=0, has_text=False))
     assert (advance.step, advance.learnt) == (Step.RUN_CALLS, RequiredSupport.HONOURED)
+    assert not advance.state.search_due
     assert next_round(advance.state, RequiredSupport.HONOURED).tool_choice == "auto"
 
 
 @pytest.mark.parametrize("support", [RequiredSupport.REFUSED, RequiredSupport.IGNORED])
-def test_an_engine_known_to_fail_required_gets_auto_and_the_nudge(support: RequiredSupport) -> None:
-    plan = next_round(LoopState(), support)
-    assert (plan.tool_choice, plan.nudge, plan.hold_text) == ("auto", True, False)
+def test_an_engine_known_to_fail_required_starts_with_the_gateways_search_then_auto(
+    support: RequiredSupport,
+) -> None:
+    state = start(support)
+    assert state.search_due
+    state = searched_first(state, searches_spent=False)
+    assert (state.search_due, state.tool_rounds, state.phase) == (False, 0, Phase.TOOLS)
+    plan = next_round(state, support)
+    assert (plan.tool_choice, plan.hold_text) == ("auto", False)
 
 
-def test_an_engine_that_ignores_required_is_retried_once_with_auto() -> None:
-    state = LoopState()
+def test_an_engine_that_ignores_required_gets_the_gateways_search_then_round_two() -> None:
+    state = start(RequiredSupport.UNKNOWN)
     plan = next_round(state, RequiredSupport.UNKNOWN)
     assert plan.hold_text
     advance = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=True))
-    assert (advance.step, advance.learnt) == (Step.RETRY_AUTO, RequiredSupport.IGNORED)
-    retry = next_round(advance.state, RequiredSupport.IGNORED)
-    assert (retry.tool_choice, retry.nudge) == ("auto", True)
-    advance = after_round(advance.state, retry, RoundOutcome(calls=0, malformed=0, has_text=True))
+    assert (advance.step, advance.learnt) == (Step.SEARCH_FIRST, RequiredSupport.IGNORED)
+    assert (advance.state.search_due, advance.state.tool_rounds) == (True, 1)
+    state = searched_first(advance.state, searches_spent=False)
+    second = next_round(state, RequiredSupport.IGNORED)
+    assert (second.tool_choice, second.hold_text) == ("auto", False)
+    advance = after_round(state, second, RoundOutcome(calls=0, malformed=0, has_text=True))
     assert advance.step is Step.FINISH
     assert advance.state.phase is Phase.DONE
+
+
+def test_the_gateways_search_spending_the_budget_starts_the_answer_rounds() -> None:
+    state = searched_first(start(RequiredSupport.IGNORED), searches_spent=True)
+    assert state.phase is Phase.ANSWER
+    plan = next_round(state, RequiredSupport.IGNORED)
+    assert (plan.offer_tools, plan.announce_answer) == (False, True)
 
 
 def test_every_required_round_holds_its_text_even_once_the_engine_honoured_it() -> None:
@@ -238,7 +257,15 @@ def test_every_required_round_holds_its_text_even_once_the_engine_honoured_it() 
         plan = next_round(LoopState(), support)
         assert (plan.tool_choice, plan.hold_text) == ("required", True)
         advance = after_round(LoopState(), plan, RoundOutcome(0, 0, has_text=True))
-        assert (advance.step, advance.learnt) == (Step.RETRY_AUTO, RequiredSupport.IGNORED)
+        assert (advance.step, advance.learnt) == (Step.SEARCH_FIRST, RequiredSupport.IGNORED)
+
+
+def test_a_malformed_call_in_round_one_counts_as_a_call() -> None:
+    # The model tried to call: it is told its call was malformed, and writes it again.
+    plan = next_round(LoopState(), RequiredSupport.UNKNOWN)
+    advance = after_round(LoopState(), plan, RoundOutcome(calls=0, malformed=1, has_text=False))
+    assert (advance.step, advance.learnt) == (Step.RUN_CALLS, RequiredSupport.HONOURED)
+    assert not advance.state.search_due
 
 
 @pytest.mark.parametrize(
@@ -288,10 +315,11 @@ def test_round_fields_raise_small_limits_and_ask_for_parallel_calls_only_with_to
     assert fields == {"max_tokens": 8, "max_completion_tokens": True, "seed": 7}
 
 
-def test_a_refused_required_is_retried_with_auto() -> None:
+def test_a_refused_required_gets_the_gateways_search_then_auto() -> None:
     state = refused_required(LoopState())
-    plan = next_round(state, RequiredSupport.UNKNOWN)
-    assert (plan.tool_choice, plan.nudge) == ("auto", True)
+    assert (state.search_due, state.tool_rounds) == (True, 1)
+    plan = next_round(searched_first(state, searches_spent=False), RequiredSupport.UNKNOWN)
+    assert (plan.tool_choice, plan.hold_text) == ("auto", False)
 
 
 def test_a_refusal_is_learnt_only_when_the_retry_is_accepted() -> None:

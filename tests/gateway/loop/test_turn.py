@@ -23,9 +23,7 @@ from testkit.engine import (
     Data,
     FakeEngine,
     Reply,
-    Stall,
     chunk,
-    cut_reply,
     error_reply,
     text_reply,
     tool_reply,
@@ -112,12 +110,18 @@ async def test_round_one_required_then_auto_and_answer(
             "results": 1,
             "unresponsive_engines": [],
             "error": None,
+            "by": "model",
         },
         {"type": "working", "calls": []},
         {
             "type": "sources",
             "sources": [
-                {"n": 1, "url": "https://example.org/rust-1.90", "title": "About rust 1.90"}
+                {
+                    "n": 1,
+                    "url": "https://example.org/rust-1.90",
+                    "title": "About rust 1.90",
+                    "read": False,
+                }
             ],
         },
         {"type": "citations", "cited": [1], "unknown": []},
@@ -250,6 +254,7 @@ async def test_eight_tool_rounds_then_sources_and_answer_now(
         "n": 1,
         "url": "https://example.org/q0",
         "title": "About q0",
+        "read": False,
     }
     assert text(events) == "final [1]"
 
@@ -270,8 +275,9 @@ async def test_an_answer_in_a_tool_round_is_followed_by_the_sources_it_cites(
 async def test_no_sources_event_when_nothing_was_found(
     engine: FakeEngine, client: EngineClient
 ) -> None:
+    # A tool box without web_search: the gateway has no search of its own to make.
     engine.script(text_reply("plain"), text_reply("plain"))
-    events = await run(make_turn(client, engine, [FakeSearch()]))
+    events = await run(make_turn(client, engine, [FakeSearch("other_search")]))
     assert [p for p in thor(events) if p["type"] == "sources"] == []
 
 
@@ -313,48 +319,6 @@ async def test_a_spent_search_budget_starts_the_answer_rounds(
     assert engine.chats[1]["messages"][-1]["content"].endswith(f"\n\n{prompts.ANSWER_NOW}")
 
 
-async def test_an_engine_refusing_required_is_retried_with_auto_and_remembered(
-    engine: FakeEngine, client: EngineClient
-) -> None:
-    memory = RequiredMemory()
-    engine.script(
-        error_reply(400, "tool_choice 'required' is not supported"),
-        tool_reply(search("a")),
-        text_reply("one"),
-    )
-    await run(make_turn(client, engine, [FakeSearch()], memory=memory))
-    choices = [c["tool_choice"] for c in engine.chats]
-    assert choices == ["required", "auto", "auto"]
-    assert engine.chats[1]["messages"][0]["content"].endswith(prompts.REQUIRED_NUDGE)
-    assert remembered(memory, engine) is RequiredSupport.REFUSED
-    engine.received.clear()
-    engine.script(tool_reply(search("b")), text_reply("two"))
-    await run(make_turn(client, engine, [FakeSearch()], memory=memory))
-    assert [c["tool_choice"] for c in engine.chats] == ["auto", "auto"]
-
-
-async def test_an_engine_ignoring_required_is_retried_once_and_its_text_hidden(
-    engine: FakeEngine, client: EngineClient
-) -> None:
-    memory = RequiredMemory()
-    engine.script(
-        text_reply("I think without searching."), tool_reply(search("a")), text_reply("ok")
-    )
-    events = await run(make_turn(client, engine, [FakeSearch()], memory=memory))
-    assert text(events) == "ok"
-    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto", "auto"]
-    assert remembered(memory, engine) is RequiredSupport.IGNORED
-
-
-async def test_a_second_answer_without_calls_is_accepted(
-    engine: FakeEngine, client: EngineClient
-) -> None:
-    engine.script(text_reply("no search"), text_reply("still no search"))
-    events = await run(make_turn(client, engine, [FakeSearch()]))
-    assert text(events) == "still no search"
-    assert len(engine.chats) == 2
-
-
 async def test_a_400_repeated_with_auto_does_not_mark_the_engine(
     engine: FakeEngine, client: EngineClient
 ) -> None:
@@ -385,56 +349,6 @@ async def test_a_context_overflow_is_not_taken_for_a_refusal_of_required(
     assert caught.value.body()["error"]["type"] == kind
     assert [c["tool_choice"] for c in engine.chats] == ["required"]
     assert remembered(memory, engine) is RequiredSupport.UNKNOWN
-
-
-async def test_a_round_without_a_call_after_required_was_honoured_is_not_shown_twice(
-    engine: FakeEngine, client: EngineClient
-) -> None:
-    # An engine that honoured "required" once may still end a later "required" round
-    # with free text and no call (here a plain "stop"; the "length" ending llama-server
-    # gives is the next test). That text must not precede the retry's.
-    memory = RequiredMemory()
-    memory.learn(EngineSettings(engine.url), RequiredSupport.HONOURED)
-    engine.script(text_reply("A preamble cut by the len"), text_reply("The answer."))
-    events = await run(make_turn(client, engine, [FakeSearch()], memory=memory))
-    assert text(events) == "The answer."
-    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto"]
-    assert remembered(memory, engine) is RequiredSupport.IGNORED
-
-
-async def test_a_required_preamble_cut_by_the_length_limit_is_hidden_and_retried_with_auto(
-    engine: FakeEngine, client: EngineClient
-) -> None:
-    preamble = ("I will search the web for ", "what is new in Rust and then")
-    assert sum(map(len, preamble)) < PREAMBLE_LIMIT  # ended by the engine, not the limit
-    engine.script(cut_reply(*preamble), tool_reply(search("a")), text_reply("Done [1]."))
-    memory = RequiredMemory()
-    events = await run(make_turn(client, engine, [FakeSearch()], memory=memory))
-
-    # The cut preamble is neither shown nor sent back to the model; the retry's answer is.
-    assert text(events) == "Done [1]."
-    assert all("I will search" not in json.dumps(c["messages"]) for c in engine.chats[1:])
-    assert not engine.closed_early.is_set()  # read to its end: the engine ended the round
-    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto", "auto"]
-    assert engine.chats[1]["messages"][0]["content"].endswith(prompts.REQUIRED_NUDGE)
-    assert remembered(memory, engine) is RequiredSupport.IGNORED
-    assert thor(events)[-1] == {"type": "citations", "cited": [1], "unknown": []}
-
-
-async def test_a_required_preamble_past_the_limit_is_given_up_without_waiting_for_its_end(
-    engine: FakeEngine, client: EngineClient
-) -> None:
-    # The engine would go on writing (Stall: the stream never ends); the loop stops
-    # reading past PREAMBLE_LIMIT characters, closes the stream and asks with "auto".
-    words = [Data(chunk({"content": "word " * 20})) for _ in range(PREAMBLE_LIMIT // 100 + 1)]
-    engine.script(Reply([*words, Stall()]), tool_reply(search("a")), text_reply("Done [1]."))
-    memory = RequiredMemory()
-    events = await run(make_turn(client, engine, [FakeSearch()], memory=memory))
-    assert engine.closed_early.is_set()
-    assert text(events) == "Done [1]."
-    assert [c["tool_choice"] for c in engine.chats] == ["required", "auto", "auto"]
-    assert engine.chats[1]["messages"][0]["content"].endswith(prompts.REQUIRED_NUDGE)
-    assert remembered(memory, engine) is RequiredSupport.IGNORED
 
 
 async def test_a_preamble_within_the_limit_is_shown_with_the_call(

@@ -297,6 +297,7 @@ def test_the_searched_event_has_spec_4s_fields() -> None:
             ["fakejson", "HTTP error"],
         ],
         "error": None,
+        "by": "model",
     }
 
 
