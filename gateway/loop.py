@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway import prompts
+from gateway.addresses import hosts_in_text
 from gateway.calls import CallVerdict, RawCall, ToolCallAssembler, VettedCall, vet_call, working
 from gateway.chunks import UsageCounts
 from gateway.citations import check_citations
@@ -172,7 +173,10 @@ class ChatTurn:
         self._filter_factory = filter_factory
         self.ledger = Ledger()
         self.budgets = BudgetCounter(options.budgets.searches, options.budgets.pages)
-        self._context = ToolContext(self.ledger, self.budgets, user_text(messages))
+        # The user's hosts once per answer, not once per read: the text may be long.
+        self._context = ToolContext(
+            self.ledger, self.budgets, tuple(hosts_in_text(user_text(messages)))
+        )
         self._conversation = Conversation(messages)
         self._seen: set[str] = set()
         self._wrote_visible = False

@@ -3,7 +3,7 @@
 An MCP session (Streamable HTTP, ``Mcp-Session-Id``) is to the research tools what one
 answer is to the chat loop: it owns one `gateway.ledger.Ledger`, one pair of budgets
 (searches, pages) and the set of calls already run (a repeat is not run again). Its
-`gateway.tools.ToolContext` carries no user text: over MCP nobody's messages reach the
+`gateway.tools.ToolContext` carries no user hosts: over MCP nobody's messages reach the
 gateway, so rule 1 allows only the hosts of the session's own sources.
 
 `McpSessions` decides; `gateway.mcp_http` does the HTTP and calls it. A session is
@@ -140,13 +140,13 @@ class McpSessions:
         """File the session the SDK opened on ``ticket``'s place.
 
         # Security
-        Rule 1 (SPEC 7) over MCP: the session's context carries no user text, so a read
+        Rule 1 (SPEC 7) over MCP: the session's context carries no user hosts, so a read
         may open only hosts of the session's own search results; each session has its
         own ledger, so one session's results never allow anything to another.
         Threat: a page (or a tool description, or another client) talking the agent into
         reading an address no search of this session returned (an internal service, a
         tracking URL), or one client widening another's allowed hosts.
-        Callers may rely on a fresh ledger, fresh budgets and empty user text per
+        Callers may rely on a fresh ledger, fresh budgets and no user hosts per
         session. Proved by ``tests/e2e/test_mcp.py``
         (``test_a_host_outside_the_sessions_results_is_refused_not_in_answer``,
         ``test_two_sessions_share_neither_ledger_nor_budgets``).
@@ -156,7 +156,7 @@ class McpSessions:
         session = McpSession(
             session_id=session_id,
             key=ticket.key,
-            context=ToolContext(Ledger(), budgets, user_text="", scope=Scope.SESSION),
+            context=ToolContext(Ledger(), budgets, user_hosts=(), scope=Scope.SESSION),
             idle_since=self._clock(),
         )
         self._sessions[session_id] = session

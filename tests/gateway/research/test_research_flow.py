@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 
 from fetcher.client import FetcherClient
+from gateway.addresses import hosts_in_text
 from gateway.fetch_run import FetchDone, fetch_page
 from gateway.ledger import BudgetCounter, Ledger
 from gateway.search_run import web_search
@@ -22,7 +23,11 @@ async def read(
 ) -> tuple[list[Read], FetchDone]:
     events: list[Read] = []
     stream = fetch_page(
-        {"url": url}, client=client, ledger=ledger, budgets=budgets, user_text=user_text
+        {"url": url},
+        client=client,
+        ledger=ledger,
+        budgets=budgets,
+        user_hosts=tuple(hosts_in_text(user_text)),
     )
     async with contextlib.aclosing(stream):
         async for item in stream:

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from fetcher.client import FetcherClient
 from gateway import prompts
+from gateway.addresses import hosts_in_text
 from gateway.ledger import BudgetCounter, Found, Ledger
 from gateway.metrics import GatewayMetrics
 from gateway.research_tools import TOOL_MARGIN, FetchPages, WebSearch, fit_inside
@@ -23,7 +24,7 @@ from tests.support.fetcher_service import FetcherService, socket_folder
 
 
 def context(ledger: Ledger | None = None, user_text: str = "") -> ToolContext:
-    return ToolContext(ledger or Ledger(), BudgetCounter(16, 12), user_text)
+    return ToolContext(ledger or Ledger(), BudgetCounter(16, 12), tuple(hosts_in_text(user_text)))
 
 
 async def run(tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> list[ToolItem]:
