@@ -13,6 +13,7 @@ Run: ``python -m bench.addresses``.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import tracemalloc
@@ -88,7 +89,7 @@ def _rows(name: str, function: Callable[[str], object], sizes: list[int]) -> flo
         if previous is not None:
             # Below a millisecond the clock's resolution decides the ratio: not counted.
             cpu_ratio = cpu / previous[0] if previous[0] > 1e-3 else float("nan")
-            if cpu_ratio == cpu_ratio:
+            if not math.isnan(cpu_ratio):
                 worst = max(worst, cpu_ratio)
             ratio = f"{cpu_ratio:5.2f}x"
             mem_ratio = f"{peak / max(previous[1], 1):5.2f}x"
