@@ -9,7 +9,8 @@ receive complete; the lifespan closes every client it built. Routes:
 `gateway.access.Access`), ``/mcp`` (the research tools over MCP, `gateway.mcp_http`:
 behind the Origin check of `gateway.mcp_http.McpOriginGuard` and the same key check),
 ``GET /healthz`` and ``GET /metrics`` (Routes, not Mounts: a Mount redirects ``/metrics``
-to ``/metrics/``). Handlers live in `gateway.handlers`.
+to ``/metrics/``), every one behind the browser rules of `gateway.access.BrowserGuard`.
+Handlers live in `gateway.handlers`.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from fetcher.client import DEFAULT_TIMEOUT as FETCH_TIMEOUT
 from fetcher.client import FetcherClient
 from gateway import fetch_rules, handlers
 from gateway import searxng as searxng_client
-from gateway.access import MCP_PATH, Access, KeyLimits
+from gateway.access import MCP_PATH, Access, BrowserGuard, KeyLimits
 from gateway.auth import KeyChecker
+from gateway.browsers import TrustedProxies
 from gateway.drain import Drain
 from gateway.engine import EngineClient
 from gateway.fetcher_health import FetcherHealth
@@ -292,6 +294,13 @@ def create_app(
             Route(MCP_PATH, _McpRoute()),
         ],
         middleware=[
+            Middleware(
+                BrowserGuard,
+                keyless=not settings.api_keys,
+                allowed=OriginPolicy.of(settings.allowed_origins),
+                proxies=TrustedProxies.of(settings.trusted_proxies),
+                metrics=metrics,
+            ),
             Middleware(
                 McpOriginGuard,
                 policy=OriginPolicy.of(settings.mcp.allowed_origins),
