@@ -18,6 +18,9 @@ after (``/mcp`` answers the same errors as JSON-RPC error bodies, `GatewayError.
     ├── RateLimitError                a key is over its own limits (429, Retry-After)
     ├── BusyError                     the gateway itself is saturated (503, Retry-After)
     │   └── ShuttingDownError         the gateway is draining for shutdown (503)
+    ├── AnswerCutError                an answer passed what one answer may take
+    │   ├── AnswerTooLongError        its time, [timeouts] answer (504)
+    │   └── AnswerTooLargeError       its bytes, [limits] max_answer_bytes (502)
     └── EngineError                   the engine failed us (names the engine, never its key)
         ├── EngineUnreachableError    no connection, or it broke mid-answer (502)
         ├── EngineTimeoutError        the engine went quiet past the timeout (504)
@@ -159,6 +162,27 @@ class ShuttingDownError(BusyError):
     period, while the gateway drains for shutdown."""
 
     code = "shutting_down"
+
+
+class AnswerCutError(GatewayError):
+    """Raised when an answer passes what one answer may take (an engine that never
+    stops); the answer ends with this error."""
+
+    status = 502
+    code = "answer_cut"
+
+
+class AnswerTooLongError(AnswerCutError):
+    """Raised when an answer runs longer than ``[timeouts] answer``."""
+
+    status = 504
+    code = "answer_too_long"
+
+
+class AnswerTooLargeError(AnswerCutError):
+    """Raised when an answer relays more than ``[limits] max_answer_bytes``."""
+
+    code = "answer_too_large"
 
 
 class UnknownModelError(GatewayError):

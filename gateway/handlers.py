@@ -23,7 +23,7 @@ from gateway.events import End, Raw, StreamEvent
 from gateway.loop import ChatTurn, LoopOptions
 from gateway.metrics import Outcome
 from gateway.proxy import proxy_events
-from gateway.pump import ClientGone, Pump, internal_error, until_disconnect
+from gateway.pump import AnswerLimits, ClientGone, Pump, internal_error, until_disconnect
 from gateway.request import ChatRequest, parse_chat_request
 from gateway.services import Services
 from gateway.settings import EngineSettings
@@ -99,7 +99,11 @@ async def _answer(request: Request, services: Services, chat: ChatRequest, tally
         resources.enter_context(services.slots.take())
         resources.enter_context(services.key_limits.chat(key))
         engine = await until_disconnect(request, lambda: services.models.resolve(chat.model))
-        pump = Pump(_source(services, chat, engine), services.drain)
+        limits = AnswerLimits(
+            seconds=services.settings.timeouts.answer,
+            relayed=services.settings.limits.max_answer_bytes,
+        )
+        pump = Pump(_source(services, chat, engine), services.drain, limits)
         resources.push_async_callback(pump.close)
         pump.start()
         keepalive = services.settings.timeouts.keepalive
