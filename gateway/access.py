@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.auth import KeyChecker
-from gateway.browsers import Head, Refusal, TrustedProxies, judge
+from gateway.browsers import Head, Refusal, TrustedProxies, client_of, judge
 from gateway.errors import (
     BadHostError,
     ForeignHostError,
@@ -196,6 +196,8 @@ class BrowserGuard:
             check_origin=path != MCP_PATH,
         )
         if refusal is None:
+            # Who the client is, for the per-client limits (MCP sessions without keys).
+            scope.setdefault("state", {})["client"] = client_of(head, self._proxies)
             await self._app(scope, receive, send)
             return
         self._metrics.refused.labels(refusal.value).inc()

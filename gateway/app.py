@@ -330,6 +330,7 @@ def _mcp_endpoint(
         max_sessions=settings.mcp.max_sessions,
         idle=settings.mcp.session_idle,
         budgets=settings.budgets,
+        per_client=settings.mcp.sessions_per_client,
     )
     server = McpTools(
         tools,

@@ -112,7 +112,8 @@ class GatewayMetrics:
         self.mcp_session_events = Counter(
             "tigress_gateway_mcp_session_events_total",
             "MCP sessions opened, closed by their client, expired (idle), ended by the "
-            "gateway (shutdown), and refused by reason (key_limit, full).",
+            "gateway (shutdown), evicted (keyless: the client's oldest idle one, for a new "
+            "one), and refused by reason (key_limit, client_limit, full).",
             ["event"],
             registry=registry,
         )
