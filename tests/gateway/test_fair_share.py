@@ -17,7 +17,9 @@ from gateway.chunks import UsageCounts
 from gateway.drain import Drain
 from gateway.errors import AnswerTooLargeError, AnswerTooLongError
 from gateway.events import Content, End, Raw, Reasoning, StreamEvent, Usage
+from gateway.metrics import GatewayMetrics
 from gateway.pump import AnswerLimits, Pump, relayed_size
+from gateway.serving import ConnectionGuard
 from gateway.settings import Limits
 from tests.gateway.conftest import AUTH, TEST_TIMEOUTS, FakeSearch, GatewayFactory, make_settings
 from tests.gateway.fake_engine import Data, FakeEngine, Forever, Reply, chunk
@@ -176,3 +178,131 @@ async def test_a_whole_answer_cut_at_its_time_is_an_error_status(
         )
     assert answer.status_code == 504
     assert answer.json()["error"]["code"] == "answer_too_long"
+
+
+# --- Connections per client -----------------------------------------------------------------
+
+
+def test_a_client_takes_connections_up_to_its_share_and_gives_them_back() -> None:
+    guard = ConnectionGuard(
+        max_connections=100,
+        header_seconds=1.0,
+        metrics=GatewayMetrics(CollectorRegistry()),
+        per_client=2,
+    )
+    assert guard.take("192.0.2.1")
+    assert guard.take("192.0.2.1")  # at the share
+    assert not guard.take("192.0.2.1")  # one past it
+    assert guard.take("192.0.2.2")  # another client is not affected
+    guard.give_back("192.0.2.1")
+    assert guard.take("192.0.2.1")
+    assert guard.clients == {"192.0.2.1": 2, "192.0.2.2": 1}
+    guard.give_back("192.0.2.2")
+    assert guard.clients == {"192.0.2.1": 2}
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def closed(registry: CollectorRegistry, reason: str) -> float:
+    labels = {"reason": reason}
+    value = registry.get_sample_value("tigress_gateway_client_connections_closed_total", labels)
+    return value or 0.0
+
+
+async def connect(
+    url: str, source: str = "127.0.0.1"
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the gateway from ``source`` (any address of 127.0.0.0/8 is this
+    machine: a second client without a second machine)."""
+    return await asyncio.open_connection("127.0.0.1", port_of(url), local_addr=(source, 0))
+
+
+HEALTH = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+#: The same, naming a client (as a proxy would).
+HEALTH_FOR_OTHER = HEALTH.replace(b"\r\n\r\n", b"\r\nX-Forwarded-For: 203.0.113.8\r\n\r\n")
+
+
+async def ask(url: str, head: bytes = HEALTH, source: str = "127.0.0.1") -> bytes:
+    reader, writer = await connect(url, source)
+    writer.write(head)
+    try:
+        return await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+
+
+async def test_one_client_holding_silent_connections_locks_nobody_else_out(
+    engine: FakeEngine, gateway_at: GatewayFactory
+) -> None:
+    registry = CollectorRegistry()
+    settings = make_settings(engine, limits=Limits(max_connections=10, connections_per_client=3))
+    async with gateway_at(settings=settings, registry=registry) as url:
+        held = [await connect(url) for _ in range(3)]  # silent: no byte sent
+        refused = await ask(url)
+        other = await ask(url, source="127.0.0.2")
+        for _, writer in held:
+            writer.close()
+        await asyncio.sleep(0.1)
+        again = await ask(url)
+    assert refused.startswith(b"HTTP/1.1 503")
+    assert b"as many connections open to the gateway as one client may" in refused
+    assert b"retry-after: 1" in refused
+    assert other.startswith(b"HTTP/1.1 200")
+    assert again.startswith(b"HTTP/1.1 200")  # the share came back with the connections
+    assert closed(registry, "client_limit") == 1
+    assert closed(registry, "limit") == 0
+
+
+def held_chat(forwarded_for: str) -> bytes:
+    # A request whose body never comes: the connection stays with its client.
+    return (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n"
+        f"X-Forwarded-For: {forwarded_for}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100\r\n\r\n"
+    ).encode()
+
+
+async def test_behind_a_trusted_proxy_the_share_is_the_forwarded_clients(
+    engine: FakeEngine, gateway_at: GatewayFactory
+) -> None:
+    registry = CollectorRegistry()
+    settings = make_settings(
+        engine,
+        limits=Limits(max_connections=20, connections_per_client=2),
+        trusted_proxies=("127.0.0.1",),
+    )
+    async with gateway_at(settings=settings, registry=registry) as url:
+        # The proxy's own connections are not one client's: five open, none refused.
+        idle = [await connect(url) for _ in range(5)]
+        held = []
+        for _ in range(2):
+            reader, writer = await connect(url)
+            writer.write(held_chat("198.51.100.7"))
+            held.append((reader, writer))
+        await asyncio.sleep(0.1)
+        third = await ask(url, held_chat("198.51.100.7"))
+        other = await ask(
+            url, HEALTH.replace(b"\r\n\r\n", b"\r\nX-Forwarded-For: 203.0.113.8\r\n\r\n")
+        )
+        for _, writer in idle + held:
+            writer.close()
+    assert third.startswith(b"HTTP/1.1 503")
+    assert other.startswith(b"HTTP/1.1 200")
+    assert closed(registry, "client_limit") == 1
+
+
+async def test_an_untrusted_peers_forwarded_address_is_not_believed(
+    engine: FakeEngine, gateway_at: GatewayFactory
+) -> None:
+    settings = make_settings(engine, limits=Limits(max_connections=20, connections_per_client=2))
+    async with gateway_at(settings=settings) as url:
+        held = [await connect(url) for _ in range(2)]
+        # Naming another client does not give this peer another share.
+        posing = await ask(
+            url, HEALTH.replace(b"\r\n\r\n", b"\r\nX-Forwarded-For: 203.0.113.8\r\n\r\n")
+        )
+        for _, writer in held:
+            writer.close()
+    assert posing.startswith(b"HTTP/1.1 503")
