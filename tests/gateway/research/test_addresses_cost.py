@@ -10,8 +10,12 @@ input doubles. The ratios per doubling are in ``make bench BENCH=addresses``.
 
 from __future__ import annotations
 
+import sys
 import tracemalloc
+from collections import Counter
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -49,6 +53,36 @@ def test_address_spans_are_disjoint_so_copying_is_at_most_the_text(
         previous_end = end
         copied += end - start
     assert copied <= len(text)
+
+
+def _c_calls(function: Callable[[], object]) -> Counter[str]:
+    """How many times ``function`` called each builtin (``count``, ``search``...)."""
+    calls: Counter[str] = Counter()
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call":
+            calls[getattr(arg, "__name__", "?")] += 1
+
+    sys.setprofile(profile)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("make", HOSTILE.values(), ids=HOSTILE.keys())
+def test_each_span_is_scanned_once_and_its_brackets_counted_once(
+    make: Callable[[int], str],
+) -> None:
+    # With the spans disjoint (above), a bounded number of forward scans and bracket
+    # counts per span means every character is read a bounded number of times: the
+    # quadratic versions made one count per bracket and one scan per start of a run.
+    text = make(64 * 1024)
+    starts = text.count("http") + text.count("www.")  # at least as many as address starts
+    calls = _c_calls(lambda: list(address_spans(text)))
+    assert calls["search"] <= starts
+    assert calls["count"] <= 2 * 4 * starts  # at most each kind of bracket, and its opener
 
 
 def _peak(function: Callable[[], object]) -> int:
