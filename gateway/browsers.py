@@ -72,6 +72,10 @@ class TrustedProxies:
         return any(address in network for network in self.networks)
 
 
+#: The request headers the rules read.
+_READ = frozenset({b"host", b"origin", b"content-type", b"x-forwarded-host", b"x-forwarded-for"})
+
+
 @dataclass(frozen=True)
 class Head:
     """What the rules read of one request's head (every value as the client sent it).
@@ -112,9 +116,6 @@ class Head:
             forwarded_hosts=tuple(found.get(b"x-forwarded-host", [])),
             forwarded_for=tuple(found.get(b"x-forwarded-for", [])),
         )
-
-
-_READ = frozenset({b"host", b"origin", b"content-type", b"x-forwarded-host", b"x-forwarded-for"})
 
 
 def _last_entry(values: Sequence[str]) -> str | None:
@@ -247,10 +248,9 @@ def media_type_ok(head: Head) -> bool:
     # Security
     Rule (SPEC 2): every ``POST`` carries ``Content-Type: application/json``, else 415.
     Threat: a page's form post or ``no-cors`` fetch (``text/plain``,
-    ``application/x-www-form-urlencoded``, ``multipart/form-data``, or none), which a
-    browser sends to any origin without a preflight and without the page's own Origin
-    check applying (a form post from a ``file:`` page says ``Origin: null``, but a
-    request from an extension or an old browser may say nothing).
+    ``application/x-www-form-urlencoded``, ``multipart/form-data``, or no type), which a
+    browser sends to any origin without a preflight; the Origin check stops those that
+    say where they come from, this stops those that do not (old browsers, extensions).
     Callers may rely on: True for a POST only with exactly one ``Content-Type`` whose
     media type is ``application/json``. Proved by ``tests/gateway/test_browsers.py``.
     """
