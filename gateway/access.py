@@ -2,11 +2,12 @@
 limits (SPEC 2).
 
 `BrowserGuard` is the outermost ASGI middleware: the Host, Origin and POST media type
-rules of `gateway.browsers`, on every route. `Access` comes after it: an API route (``/v1/...``) and
-the MCP endpoint (``/mcp``) pass only with a configured key (checked once, here, before
-any handler) and within that key's requests-per-minute; the key's position goes into the
-request's state for the concurrent-chat limit (chats, and MCP tool calls) and for the
-MCP session limits. `KeyLimits` decides (clock injected, no I/O).
+rules of `gateway.browsers`, on every route; it puts who the client is into the
+request's state (MCP sessions per client). `Access` comes after it: an API route
+(``/v1/...``) and the MCP endpoint (``/mcp``) pass only with a configured key (checked
+once, here, before any handler) and within that key's requests-per-minute; the key's
+position goes into the request's state for the concurrent-chat limit (chats, and MCP
+tool calls) and for the MCP session limits. `KeyLimits` decides (clock injected, no I/O).
 """
 
 from __future__ import annotations
