@@ -12,6 +12,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gateway.auth import addressed_to_loopback
 from gateway.browsers import (
     Head,
     Refusal,
@@ -50,6 +51,28 @@ LOOPBACK = TrustedProxies.of(["127.0.0.1"])
 )
 def test_one_host_header_without_a_comma(hosts: tuple[str, ...], problem: Refusal | None) -> None:
     assert host_problem(Head("GET", hosts=hosts)) is problem
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        (None, True),
+        ("localhost", True),
+        ("localhost:8000", True),
+        ("app.localhost:8000", True),
+        ("127.0.0.1:8000", True),
+        ("[::1]:8000", True),
+        ("localhost:80,evil.example", False),
+        ("127.0.0.1,evil.example", False),
+        ("evil.example", False),
+        ("localhost.evil.example", False),
+        ("", False),
+    ],
+)
+def test_a_keyless_gateway_answers_loopback_names_and_addresses_only(
+    host: str | None, loopback: bool
+) -> None:
+    assert addressed_to_loopback(host) is loopback
 
 
 @pytest.mark.parametrize(
