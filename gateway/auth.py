@@ -5,6 +5,7 @@ Pure: no I/O, no logging. The keys come from `gateway.settings`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -69,6 +70,7 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
+@functools.lru_cache(maxsize=1024)
 def addressed_to_loopback(host: str | None) -> bool:
     """Whether a request's ``Host`` header may reach a gateway that has no keys.
 

@@ -25,6 +25,7 @@ everyone together.
 from __future__ import annotations
 
 import enum
+import functools
 import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -200,11 +201,13 @@ def _host_and_port(host: str) -> tuple[str, int | None] | None:
     return name, int(port_text)
 
 
+@functools.lru_cache(maxsize=1024)
 def is_own_origin(origin: str, host: str | None) -> bool:
     """Whether ``origin`` is the gateway's own: the host and port the browser used.
 
     A ``Host`` without a port is the default port of the page's scheme (a TLS proxy in
-    front: the browser's scheme is https, the gateway's http).
+    front: the browser's scheme is https, the gateway's http). Cached: a client sends the
+    same pair with every request (the cache is bounded, so varied pairs cost only time).
     """
     normalised = normalise_origin(origin)
     if normalised is None or host is None:
@@ -236,9 +239,9 @@ def origin_allowed(head: Head, *, allowed: OriginPolicy, proxies: TrustedProxies
     """
     if head.origin is None:
         return True
-    if allowed.check(head.origin) is OriginVerdict.ALLOWED:
+    if is_own_origin(head.origin, effective_host(head, proxies)):
         return True
-    return is_own_origin(head.origin, effective_host(head, proxies))
+    return bool(allowed.allowed) and allowed.check(head.origin) is OriginVerdict.ALLOWED
 
 
 def media_type_ok(head: Head) -> bool:
