@@ -5,18 +5,21 @@ rest of the text once per scheme, and ``"https://a.example/" + ")" * N`` recount
 token once per bracket. Nothing here is timed: the work is bounded structurally (the
 address spans are disjoint, so each character is copied at most once, and each span's
 end is found by one forward scan), and memory is measured with ``tracemalloc`` as the
-input doubles. The ratios per doubling are in ``make bench BENCH=addresses``.
+input doubles. The ratios per doubling are in ``make bench BENCH=addresses``. And the
+hosts are worked out once per answer, not once per read.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tracemalloc
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from types import FrameType
 from typing import Any
 
+import httpx
 import pytest
 
 from gateway.addresses import (
@@ -25,6 +28,12 @@ from gateway.addresses import (
     addresses_in_text,
     hosts_in_text,
 )
+from gateway.engine import EngineClient
+from gateway.loop import ChatTurn, LoopOptions, RequiredMemory
+from gateway.messages import parse_message
+from gateway.settings import Budgets, EngineSettings
+from gateway.tools import ToolBox, ToolContext, ToolItem, ToolResult
+from tests.gateway.fake_engine import FakeEngine, text_reply, tool_reply
 
 #: The red team's inputs, by name: a text of about ``n`` characters.
 HOSTILE: dict[str, Callable[[int], str]] = {
@@ -159,3 +168,65 @@ def test_trailing_punctuation_past_the_limit_does_not_count() -> None:
     # length is judged, as before.
     assert hosts_in_text("https://a.example" + "." * (2 * MAX_URL_CHARS)) == ["a.example"]
     assert hosts_in_text("(https://a.example/" + ")" * (2 * MAX_URL_CHARS)) == ["a.example"]
+
+
+class HostsProbe:
+    """A tool that records the user hosts each call is given."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, ...]] = []
+
+    @property
+    def name(self) -> str:
+        return "probe"
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        parameters = {"type": "object", "properties": {"n": {"type": "integer"}}}
+        return {
+            "type": "function",
+            "function": {"name": "probe", "description": "Probe.", "parameters": parameters},
+        }
+
+    async def run(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> AsyncGenerator[ToolItem, None]:
+        self.seen.append(context.user_hosts)
+        yield ToolResult("probed")
+
+
+@pytest.fixture
+async def engines() -> AsyncIterator[EngineClient]:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0), trust_env=False) as http:
+        client = EngineClient(http)
+        yield client
+        client.close()
+
+
+async def test_the_user_hosts_are_worked_out_once_per_answer(
+    engine: FakeEngine, engines: EngineClient
+) -> None:
+    # Two rounds of two calls each: every call gets the very same tuple, made once when
+    # the answer started, however long the user's text (not once per planned read).
+    calls = [("probe", json.dumps({"n": n})) for n in range(2)]
+    engine.script(
+        tool_reply(*calls),
+        tool_reply(*[("probe", json.dumps({"n": n})) for n in range(2, 4)]),
+        text_reply("done"),
+    )
+    probe = HostsProbe()
+    text = "read https://a.example/x and www.b.example, then " + "https://" * 20_000
+    messages = [{"role": "user", "content": text}]
+    turn = ChatTurn(
+        client=engines,
+        engine=EngineSettings(engine.url),
+        messages=[parse_message(m, i) for i, m in enumerate(messages)],
+        fields={"model": "test-model", "messages": messages},
+        tools=ToolBox([probe]),
+        memory=RequiredMemory(),
+        options=LoopOptions(budgets=Budgets(), tool_timeout=5.0),
+    )
+    _ = [event async for event in turn.events()]
+    assert len(probe.seen) == 4
+    assert probe.seen[0] == ("a.example", "www.b.example")
+    assert all(hosts is probe.seen[0] for hosts in probe.seen)
