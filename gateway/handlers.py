@@ -149,7 +149,11 @@ def _source(
         fields=chat.fields,
         tools=services.tools,
         memory=services.memory,
-        options=LoopOptions(budgets=settings.budgets, tool_timeout=settings.timeouts.tool),
+        options=LoopOptions(
+            budgets=settings.budgets,
+            tool_timeout=settings.timeouts.tool,
+            max_text=settings.limits.max_answer_bytes,
+        ),
         filter_factory=services.filter_factory,
     )
     return turn.events()

@@ -21,11 +21,11 @@ from typing import Any, Protocol
 from gateway import prompts
 from gateway.addresses import hosts_in_text
 from gateway.calls import CallVerdict, RawCall, ToolCallAssembler, VettedCall, vet_call, working
-from gateway.chunks import UsageCounts
+from gateway.chunks import EngineChunk, UsageCounts
 from gateway.citations import check_citations
 from gateway.conversation import Conversation
 from gateway.engine import EngineClient
-from gateway.errors import EngineStatusError
+from gateway.errors import AnswerTooLargeError, EngineStatusError
 from gateway.events import (
     CallEnded,
     Content,
@@ -53,7 +53,7 @@ from gateway.rounds import (
     refuses_required,
     round_fields,
 )
-from gateway.settings import Budgets, EngineSettings
+from gateway.settings import Budgets, EngineSettings, Limits
 from gateway.tool_events import Sources, ThorEvent, Working
 from gateway.tools import (
     ToolBox,
@@ -146,6 +146,9 @@ class LoopOptions:
 
     budgets: Budgets = field(default_factory=Budgets)
     tool_timeout: float = 120.0
+    #: The model's text one answer may take from the engine, over every round: content,
+    #: reasoning and tool-call fragments (``[limits] max_answer_bytes``).
+    max_text: int = Limits.max_answer_bytes
 
 
 class ChatTurn:
@@ -186,6 +189,8 @@ class ChatTurn:
         self._tail = "\n\n"
         #: Usage summed over rounds, when the engine reported it.
         self._usage: UsageCounts | None = None
+        #: The model's text taken from the engine so far, over every round.
+        self._taken = 0
 
     def _body(self, plan: RoundPlan, schemas: list[Any]) -> bytes:
         system = prompts.WEB_SYSTEM + (f"\n{prompts.REQUIRED_NUDGE}" if plan.nudge else "")
@@ -198,6 +203,27 @@ class ChatTurn:
             body["tool_choice"] = plan.tool_choice
         # ASCII escapes: the client's text may hold a lone surrogate.
         return json.dumps(body).encode()
+
+    def _take(self, chunk: EngineChunk) -> None:
+        """Count the model's text in ``chunk`` against what one answer may take.
+
+        # Security
+        Rule: an answer under the Web switch takes at most ``[limits] max_answer_bytes``
+        of the model's text from the engine (content, reasoning, tool-call fragments,
+        over every round), else it ends with `AnswerTooLargeError`.
+        Threat: an engine that streams forever: text held back in a "required" round or
+        tool-call arguments being joined grow in memory without ever reaching the
+        client (where `gateway.pump.Pump` counts what is relayed). Callers may rely on
+        the loop holding at most that much of one answer. Proved by
+        ``tests/gateway/test_fair_share.py``.
+        """
+        self._taken += len(chunk.content) + len(chunk.reasoning)
+        self._taken += sum(len(f.name) + len(f.arguments) for f in chunk.calls)
+        if self._taken > self._options.max_text:
+            raise AnswerTooLargeError(
+                "The answer was cut off: the model wrote more than the "
+                f"{self._options.max_text} bytes one answer may take."
+            )
 
     def _visible(self, text: str) -> list[StreamEvent]:
         """Content for the client, with a paragraph break between rounds' texts."""
@@ -311,6 +337,7 @@ class ChatTurn:
         chunks = self._client.chat_chunks(self._engine, body)
         async with aclosing(chunks):
             async for chunk in chunks:
+                self._take(chunk)
                 if chunk.usage is not None:
                     self._usage = (self._usage or UsageCounts()) + chunk.usage
                 pending: list[StreamEvent] = []

@@ -306,3 +306,32 @@ async def test_an_untrusted_peers_forwarded_address_is_not_believed(
         for _, writer in held:
             writer.close()
     assert posing.startswith(b"HTTP/1.1 503")
+
+
+@pytest.mark.parametrize(
+    "forever",
+    [
+        {"tool_calls": [{"index": 0, "function": {"arguments": "a" * 4096}}]},
+        {"content": "b" * 4096},  # held back: round one waits for the call it asked for
+    ],
+    ids=["call-arguments", "text-after-a-call"],
+)
+async def test_what_the_web_loop_holds_back_counts_against_the_answers_bytes(
+    engine: FakeEngine,
+    gateway_at: GatewayFactory,
+    http: httpx.AsyncClient,
+    forever: dict[str, Any],
+) -> None:
+    # A call begun, then endless arguments (or text) the loop joins or holds without
+    # sending any of it to the client: bounded by the answer's bytes all the same.
+    start = {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "web_search"}}]}
+    engine.script(Reply([Data(chunk(start)), Forever(chunk(forever))]))
+    registry = CollectorRegistry()
+    settings = make_settings(engine, limits=Limits(max_answer_bytes=64 * 1024))
+    async with gateway_at(settings=settings, registry=registry, tools=[FakeSearch()]) as url:
+        answer = await http.post(
+            f"{url}/v1/chat/completions", json=BODY | {"thor_web_search": True}, headers=AUTH
+        )
+        await asyncio.wait_for(engine.closed_early.wait(), 5)
+    assert error_of(answer)["code"] == "answer_too_large"
+    assert cut(registry, "web") == 1
