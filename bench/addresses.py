@@ -1,7 +1,7 @@
 """Rule 1's user hosts on hostile text: cost per doubling, before and after (issue 22).
 
 The gateway reads the hosts of the addresses in the user's messages once per answer
-(`gateway.addresses.hosts_in_text`). Before, ``"https://" * N`` copied the rest of the
+(`gateway.tools.fetch.addresses.hosts_in_text`). Before, ``"https://" * N`` copied the rest of the
 text once per scheme and ``"https://a.example/" + ")" * N`` recounted the token once per
 bracket: quadratic, on the event loop. Printed for each red-team input, size doubling:
 CPU seconds and peak memory (tracemalloc) of the current code, the ratio to the size
@@ -19,7 +19,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from gateway.addresses import MAX_ALLOWED_HOSTS, host_of, hosts_in_text
+from gateway.tools.fetch.addresses import MAX_ALLOWED_HOSTS, host_of, hosts_in_text
 
 INPUTS: dict[str, Callable[[int], str]] = {
     "schemes": lambda n: "https://" * (n // 8),
@@ -31,7 +31,7 @@ SIZES = [2**k * 1024 for k in range(4, 11)]  # 16 KiB to 1 MiB
 #: The old code's sizes (quadratic: 128 KiB took it seconds).
 BEFORE_SIZES = SIZES[:4]
 
-# The code as it was before issue 22 (gateway/addresses.py), to measure against.
+# The code as it was before issue 22 (gateway/tools/fetch/addresses.py), to measure against.
 _SCHEME_START = re.compile(r"(?<![\w.+-])https?://", re.IGNORECASE)
 _WWW_START = re.compile(r"(?<![\w.@/:-])www\.", re.IGNORECASE)
 _TOKEN = re.compile(r"[^\s<>\"`{}|\\^]+")

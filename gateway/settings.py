@@ -165,7 +165,7 @@ class Limits:
             503 and is closed.
         chats_per_key: Chats at once per access key (429 past it).
         requests_per_minute_per_key: API requests per minute per key (429 past it).
-        connections_per_client: Client connections one client (`gateway.browsers.client_of`)
+        connections_per_client: Client connections one client (`gateway.http.browsers.client_of`)
             may have open at once; past it a new one gets 503 and is closed.
         max_answer_bytes: Bytes one answer may relay (the engine's in pass-through, the
             model's text in the Web loop); past it the answer ends with an error.
@@ -191,7 +191,7 @@ class McpSettings:
             expires (its ledger and budgets with it).
         allowed_origins: Web origins (``scheme://host[:port]``) whose pages may call
             ``/mcp`` from a browser; a request with any other ``Origin`` is refused (403).
-        sessions_per_client: Without keys, sessions one client (`gateway.browsers.client_of`)
+        sessions_per_client: Without keys, sessions one client (`gateway.http.browsers.client_of`)
             may have open; at the limit its oldest idle session is ended for a new one.
     """
 

@@ -8,11 +8,11 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.mcp_sessions import KEYLESS, McpSessions, Refusal, Ticket
+from gateway.mcp.sessions import KEYLESS, McpSessions, Refusal, Ticket
 from gateway.settings import Budgets, McpSettings
+from testkit.engine import FakeEngine
 from tests.e2e.mcp_client import RawSession
 from tests.gateway.conftest import GatewayFactory, make_settings
-from tests.gateway.fake_engine import FakeEngine
 
 
 class Clock:
