@@ -15,6 +15,7 @@ BENCHES = (
     "pdf_crawl",
     "grpc_hop",
     "tooltext",
+    "addresses",
     "gateway_stream",
     "research",
 )

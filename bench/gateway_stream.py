@@ -149,7 +149,8 @@ def serve_gateway(port: int, engine_url: str) -> None:
     settings = Settings(
         listen_port=port,
         engines=(EngineSettings(engine_url),),
-        limits=Limits(max_chats=2048, max_connections=4096),
+        # Every stream comes from this machine: one client, as many connections as streams.
+        limits=Limits(max_chats=2048, max_connections=4096, connections_per_client=4096),
     )
     metrics = GatewayMetrics(CollectorRegistry())
     app = create_app(settings, tools=[NoopTool()], metrics=metrics)

@@ -9,7 +9,8 @@ receive complete; the lifespan closes every client it built. Routes:
 `gateway.http.access.Access`), ``/mcp`` (the research tools over MCP, `gateway.mcp.http`:
 behind the Origin check of `gateway.mcp.http.McpOriginGuard` and the same key check),
 ``GET /healthz`` and ``GET /metrics`` (Routes, not Mounts: a Mount redirects ``/metrics``
-to ``/metrics/``). Handlers live in `gateway.http.handlers`.
+to ``/metrics/``), every one behind the browser rules of `gateway.http.access.BrowserGuard`.
+Handlers live in `gateway.http.handlers`.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from fetcher.client import FetcherClient
 from gateway.engine.client import EngineClient
 from gateway.engine.models import ModelDirectory
 from gateway.http import handlers
-from gateway.http.access import MCP_PATH, Access, KeyLimits
+from gateway.http.access import MCP_PATH, Access, BrowserGuard, KeyLimits
 from gateway.http.auth import KeyChecker
+from gateway.http.browsers import TrustedProxies
 from gateway.http.fetcher_health import FetcherHealth
 from gateway.http.health import (
     FetcherProbe,
@@ -46,11 +48,11 @@ from gateway.http.health import (
     fetcher_not_checked,
     not_checked,
 )
+from gateway.http.origin import OriginPolicy
 from gateway.http.page import page_routes
 from gateway.http.services import ChatSlots, Services
 from gateway.loop.turn import FilterFactory, RequiredMemory, default_filter
 from gateway.mcp.http import McpEndpoint, McpOriginGuard
-from gateway.mcp.origin import OriginPolicy
 from gateway.mcp.sessions import McpSessions
 from gateway.mcp.tools import McpTools
 from gateway.metrics import GatewayMetrics
@@ -293,6 +295,13 @@ def create_app(
         ],
         middleware=[
             Middleware(
+                BrowserGuard,
+                keyless=not settings.api_keys,
+                allowed=OriginPolicy.of(settings.allowed_origins),
+                proxies=TrustedProxies.of(settings.trusted_proxies),
+                metrics=metrics,
+            ),
+            Middleware(
                 McpOriginGuard,
                 policy=OriginPolicy.of(settings.mcp.allowed_origins),
                 metrics=metrics,
@@ -321,6 +330,7 @@ def _mcp_endpoint(
         max_sessions=settings.mcp.max_sessions,
         idle=settings.mcp.session_idle,
         budgets=settings.budgets,
+        per_client=settings.mcp.sessions_per_client,
     )
     server = McpTools(
         tools,

@@ -8,13 +8,19 @@ after (``/mcp`` answers the same errors as JSON-RPC error bodies, `GatewayError.
     GatewayError                      base: status, OpenAI type and code, a safe message
     ├── RequestError                  the client's request is wrong (400)
     │   ├── BodyTooLargeError         the body is over the configured limit (413)
-    │   └── BodyTimeoutError          the body did not arrive in time (408)
+    │   ├── BodyTimeoutError          the body did not arrive in time (408)
+    │   ├── BadHostError              two Host headers, or one holding a comma (400)
+    │   └── MediaTypeError            a POST that is not application/json (415)
     ├── AuthError                     the Bearer key is missing or wrong (401)
     ├── ForeignHostError              no keys, and the request names a host not loopback (403)
+    ├── ForeignOriginError            an Origin neither the gateway's own nor allowed (403)
     ├── UnknownModelError             no configured engine serves the model (404)
     ├── RateLimitError                a key is over its own limits (429, Retry-After)
     ├── BusyError                     the gateway itself is saturated (503, Retry-After)
     │   └── ShuttingDownError         the gateway is draining for shutdown (503)
+    ├── AnswerCutError                an answer passed what one answer may take
+    │   ├── AnswerTooLongError        its time, [timeouts] answer (504)
+    │   └── AnswerTooLargeError       its bytes, [limits] max_answer_bytes (502)
     └── EngineError                   the engine failed us (names the engine, never its key)
         ├── EngineUnreachableError    no connection, or it broke mid-answer (502)
         ├── EngineTimeoutError        the engine went quiet past the timeout (504)
@@ -79,6 +85,19 @@ class BodyTimeoutError(RequestError):
     code = "request_timeout"
 
 
+class BadHostError(RequestError):
+    """Raised when a request has two ``Host`` headers, or one holding a comma."""
+
+    code = "invalid_host"
+
+
+class MediaTypeError(RequestError):
+    """Raised when a ``POST`` does not carry ``Content-Type: application/json``."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
 class AuthError(GatewayError):
     """Raised when the ``Authorization: Bearer`` key is missing or not a configured key."""
 
@@ -98,6 +117,15 @@ class ForeignHostError(GatewayError):
     status = 403
     error_type = "invalid_request_error"
     code = "foreign_host"
+
+
+class ForeignOriginError(GatewayError):
+    """Raised when a request's ``Origin`` is neither the gateway's own nor one of
+    ``allowed_origins`` (a page on another site, through the user's browser)."""
+
+    status = 403
+    error_type = "invalid_request_error"
+    code = "foreign_origin"
 
 
 class _RetryLater(GatewayError):
@@ -134,6 +162,27 @@ class ShuttingDownError(BusyError):
     period, while the gateway drains for shutdown."""
 
     code = "shutting_down"
+
+
+class AnswerCutError(GatewayError):
+    """Raised when an answer passes what one answer may take (an engine that never
+    stops); the answer ends with this error."""
+
+    status = 502
+    code = "answer_cut"
+
+
+class AnswerTooLongError(AnswerCutError):
+    """Raised when an answer runs longer than ``[timeouts] answer``."""
+
+    status = 504
+    code = "answer_too_long"
+
+
+class AnswerTooLargeError(AnswerCutError):
+    """Raised when an answer relays more than ``[limits] max_answer_bytes``."""
+
+    code = "answer_too_large"
 
 
 class UnknownModelError(GatewayError):

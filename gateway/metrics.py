@@ -25,6 +25,7 @@ class Outcome(enum.StrEnum):
     REJECTED = "rejected"  # the request was wrong (400, 401, 404, 408, 413)
     LIMITED = "limited"  # a key's limits (429) or the gateway's own saturation (503)
     SHUTDOWN = "shutdown"  # refused or cut while the gateway shut down
+    CUT = "cut"  # the answer passed the time or the bytes one answer may take
     INTERNAL_ERROR = "internal_error"  # a bug in the gateway
 
 
@@ -92,7 +93,16 @@ class GatewayMetrics:
         self.client_connections_closed = Counter(
             "tigress_gateway_client_connections_closed_total",
             "Client connections the gateway closed itself, by reason (limit: over "
-            "max_connections; header_timeout: no whole request head in time).",
+            "max_connections; client_limit: over connections_per_client; header_timeout: "
+            "no whole request head in time).",
+            ["reason"],
+            registry=registry,
+        )
+        self.refused = Counter(
+            "tigress_gateway_refused_requests_total",
+            "Requests refused before any route, by reason (bad_host: two Host headers or a "
+            "comma; foreign_host: a name on a keyless gateway; foreign_origin: an Origin "
+            "neither the gateway's nor allowed; media_type: a POST not application/json).",
             ["reason"],
             registry=registry,
         )
@@ -102,7 +112,8 @@ class GatewayMetrics:
         self.mcp_session_events = Counter(
             "tigress_gateway_mcp_session_events_total",
             "MCP sessions opened, closed by their client, expired (idle), ended by the "
-            "gateway (shutdown), and refused by reason (key_limit, full).",
+            "gateway (shutdown), evicted (keyless: the client's oldest idle one, for a new "
+            "one), and refused by reason (key_limit, client_limit, full).",
             ["event"],
             registry=registry,
         )

@@ -285,6 +285,10 @@ MCP_SHUTTING_DOWN = "The gateway is shutting down; nothing was run. Try again in
 MCP_KEY_SESSIONS = (
     "Too many MCP sessions for this key: close one (DELETE) or wait until one expires."
 )
+#: A new session refused without keys: every session of this client is busy.
+MCP_CLIENT_SESSIONS = (
+    "Too many MCP sessions busy for this client: close one (DELETE) or wait until one ends."
+)
 #: A new session refused: the gateway has its limit of sessions open.
 MCP_SESSIONS_FULL = "The gateway has as many MCP sessions open as it may; try again later."
 

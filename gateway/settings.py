@@ -14,6 +14,8 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     searxng_url = "http://127.0.0.1:8888"
     searxng_results = 6                        # results kept per search
     fetcher_target = ["unix:/run/fetcher/fetcher.sock"]   # default: [fetcher] listen below
+    allowed_origins = ["https://chat.example.org"]  # pages of other origins that may send
+    trusted_proxies = ["127.0.0.1"]            # peers whose X-Forwarded-For/-Host are believed
 
     [fetcher]                                  # the fetcher process's own settings
     listen = "unix:/run/fetcher/fetcher.sock"
@@ -33,9 +35,12 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     max_connections = 1024                     # client connections; past it 503, closed
     chats_per_key = 16                         # per key; 0 = off (default 0 without keys)
     requests_per_minute_per_key = 600          # per key; 0 = off (default 0 without keys)
+    connections_per_client = 256               # client connections of one client address
+    max_answer_bytes = 67108864                # relayed per answer; past it the answer is cut
 
     [mcp]                                      # the MCP endpoint at /mcp (README: MCP)
     sessions_per_key = 8                       # per key; 0 = off (default 0 without keys)
+    sessions_per_client = 16                   # keyless: per client address, oldest idle evicted
     max_sessions = 256                         # open sessions in all
     session_idle = 900                         # seconds without a request before one expires
     allowed_origins = ["http://127.0.0.1:8080"]   # browser pages that may call /mcp
@@ -53,6 +58,7 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     client_idle = 5                            # an idle kept-alive connection is closed
     shutdown_grace = 10                        # answers in flight at SIGTERM get this long
     searxng = 15                               # a whole search; above SearXNG's own limit
+    answer = 1800                              # the longest one answer may stream
 """
 
 from __future__ import annotations
@@ -145,6 +151,8 @@ class Timeouts:
     shutdown_grace: float = 10.0
     #: A whole SearXNG search; above SearXNG's outgoing.max_request_timeout.
     searxng: float = 15.0
+    #: The longest one answer may run, streaming included (an engine that never stops).
+    answer: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -157,12 +165,18 @@ class Limits:
             503 and is closed.
         chats_per_key: Chats at once per access key (429 past it).
         requests_per_minute_per_key: API requests per minute per key (429 past it).
+        connections_per_client: Client connections one client (`gateway.http.browsers.client_of`)
+            may have open at once; past it a new one gets 503 and is closed.
+        max_answer_bytes: Bytes one answer may relay (the engine's in pass-through, the
+            model's text in the Web loop); past it the answer ends with an error.
     """
 
     max_chats: int = 512
     max_connections: int = 1024
     chats_per_key: int = 0
     requests_per_minute_per_key: int = 0
+    connections_per_client: int = 256
+    max_answer_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -177,12 +191,15 @@ class McpSettings:
             expires (its ledger and budgets with it).
         allowed_origins: Web origins (``scheme://host[:port]``) whose pages may call
             ``/mcp`` from a browser; a request with any other ``Origin`` is refused (403).
+        sessions_per_client: Without keys, sessions one client (`gateway.http.browsers.client_of`)
+            may have open; at the limit its oldest idle session is ended for a new one.
     """
 
     sessions_per_key: int = 0
     max_sessions: int = 256
     session_idle: float = 900.0
     allowed_origins: tuple[str, ...] = ()
+    sessions_per_client: int = 16
 
 
 #: Sessions per key when keys are configured and the file says nothing.
@@ -211,6 +228,12 @@ class Settings:
     mcp: McpSettings = McpSettings()
     #: Let engines fetch media addresses in messages themselves (see README: the risk).
     allow_media_urls: bool = False
+    #: Origins (``scheme://host[:port]``) of pages other than the gateway's own that may
+    #: send requests from a browser (any other ``Origin`` is 403, SPEC 2).
+    allowed_origins: tuple[str, ...] = ()
+    #: Peers (addresses or networks) whose ``X-Forwarded-For`` and ``X-Forwarded-Host``
+    #: are believed: the operator's reverse proxy.
+    trusted_proxies: tuple[str, ...] = ()
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -237,7 +260,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     known |= {"limits", "mcp"}
     # The [fetcher] table is the fetcher process's own section of a shared file.
     known |= {"searxng_url", "fetcher_target", "fetcher", "engines", "budgets", "timeouts"}
-    known |= {"searxng_results"}
+    known |= {"searxng_results", "allowed_origins", "trusted_proxies"}
     for key in table:
         if key not in known:
             raise SettingsError(f"{config_path}: unknown setting {key!r}")
@@ -285,7 +308,14 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     )
     limits_table = toml.sub(
         "limits",
-        {"max_chats", "max_connections", "chats_per_key", "requests_per_minute_per_key"},
+        {
+            "max_chats",
+            "max_connections",
+            "chats_per_key",
+            "requests_per_minute_per_key",
+            "connections_per_client",
+            "max_answer_bytes",
+        },
     )
     keyed = bool(keys)
     limits = Limits(
@@ -296,6 +326,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         requests_per_minute_per_key=limits_table.int_(
             "requests_per_minute_per_key", KEYED_REQUESTS_PER_MINUTE if keyed else 0, minimum=0
+        ),
+        connections_per_client=limits_table.int_(
+            "connections_per_client", Limits.connections_per_client, minimum=1
+        ),
+        max_answer_bytes=limits_table.int_(
+            "max_answer_bytes", Limits.max_answer_bytes, minimum=64 * 1024
         ),
     )
     mcp = _mcp(toml, env, keyed=keyed)
@@ -316,20 +352,27 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         limits=limits,
         mcp=mcp,
         allow_media_urls=media == "allow",
+        allowed_origins=_origins(
+            env, table, "TIGRESS_ALLOWED_ORIGINS", "allowed_origins", toml.origin
+        ),
+        trusted_proxies=_proxies(env, table, toml.origin),
     )
 
 
 def _mcp(toml: _Source, env: Mapping[str, str], *, keyed: bool) -> McpSettings:
-    table = toml.sub("mcp", {"sessions_per_key", "max_sessions", "session_idle", "allowed_origins"})
-    if env.get("TIGRESS_MCP_ALLOWED_ORIGINS") is not None:
-        where = "TIGRESS_MCP_ALLOWED_ORIGINS"
-        raw: Any = [o.strip() for o in env[where].split(",") if o.strip()]
-    else:
-        where = f"{toml.origin}: mcp.allowed_origins"
-        raw = table.table.get("allowed_origins", [])
-    if not isinstance(raw, list) or not all(isinstance(o, str) for o in raw):
-        raise SettingsError(f"{where} must be a list of origins")
-    origins = tuple(_check_origin(o, where) for o in raw)
+    table = toml.sub(
+        "mcp",
+        {
+            "sessions_per_key",
+            "max_sessions",
+            "session_idle",
+            "allowed_origins",
+            "sessions_per_client",
+        },
+    )
+    origins = _origins(
+        env, table.table, "TIGRESS_MCP_ALLOWED_ORIGINS", "mcp.allowed_origins", toml.origin
+    )
     return McpSettings(
         sessions_per_key=table.int_(
             "sessions_per_key", KEYED_MCP_SESSIONS_PER_KEY if keyed else 0, minimum=0
@@ -337,7 +380,45 @@ def _mcp(toml: _Source, env: Mapping[str, str], *, keyed: bool) -> McpSettings:
         max_sessions=table.int_("max_sessions", McpSettings.max_sessions, minimum=1),
         session_idle=table.float_("session_idle", McpSettings.session_idle),
         allowed_origins=origins,
+        sessions_per_client=table.int_(
+            "sessions_per_client", McpSettings.sessions_per_client, minimum=1
+        ),
     )
+
+
+def _origins(
+    env: Mapping[str, str], table: dict[str, Any], variable: str, name: str, origin: str
+) -> tuple[str, ...]:
+    """A list of origins from ``variable`` (comma-separated) or the TOML key ``name``."""
+    if env.get(variable) is not None:
+        where = variable
+        raw: Any = [o.strip() for o in env[variable].split(",") if o.strip()]
+    else:
+        where = f"{origin}: {name}"
+        raw = table.get(name.rpartition(".")[2], [])
+    if not isinstance(raw, list) or not all(isinstance(o, str) for o in raw):
+        raise SettingsError(f"{where} must be a list of origins")
+    return tuple(_check_origin(o, where) for o in raw)
+
+
+def _proxies(env: Mapping[str, str], table: dict[str, Any], origin: str) -> tuple[str, ...]:
+    """``trusted_proxies``: addresses or networks (``127.0.0.1``, ``10.0.0.0/8``)."""
+    if env.get("TIGRESS_TRUSTED_PROXIES") is not None:
+        where = "TIGRESS_TRUSTED_PROXIES"
+        raw: Any = [p.strip() for p in env[where].split(",") if p.strip()]
+    else:
+        where = f"{origin}: trusted_proxies"
+        raw = table.get("trusted_proxies", [])
+    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
+        raise SettingsError(f"{where} must be a list of addresses or networks")
+    for entry in raw:
+        try:
+            ipaddress.ip_network(entry.strip(), strict=False)
+        except ValueError as exc:
+            raise SettingsError(
+                f"{where}: {entry!r} is not an address or a network (10.0.0.0/8)"
+            ) from exc
+    return tuple(p.strip() for p in raw)
 
 
 def _check_origin(value: str, where: str) -> str:

@@ -44,11 +44,20 @@ class Drop:
 
 
 @dataclass(frozen=True)
+class Forever:
+    """Send this ``data:`` event again and again, every ``interval`` seconds, until the
+    client goes away: an engine that never stops."""
+
+    obj: dict[str, Any]
+    interval: float = 0.01
+
+
+@dataclass(frozen=True)
 class Pause:
     """Wait until the test calls `FakeEngine.release`."""
 
 
-Step = Data | Raw | Stall | Drop | Pause
+Step = Data | Raw | Stall | Drop | Pause | Forever
 
 
 @dataclass
@@ -433,6 +442,20 @@ class FakeEngine:
                 await writer.drain()
                 await self._released.wait()
                 self._released.clear()
+            elif isinstance(step, Forever):
+                event = b"data: " + json.dumps(step.obj).encode() + b"\n\n"
+                gone = asyncio.ensure_future(reader.read(1))
+                try:
+                    while not gone.done() and not writer.is_closing():
+                        send(event)
+                        await writer.drain()
+                        await asyncio.sleep(step.interval)
+                except ConnectionError:
+                    pass
+                finally:
+                    gone.cancel()
+                self.closed_early.set()
+                return False
             elif isinstance(step, Stall):
                 await writer.drain()
                 # The client closing its end shows up as end of input here.

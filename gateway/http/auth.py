@@ -5,6 +5,7 @@ Pure: no I/O, no logging. The keys come from `gateway.settings`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -69,25 +70,30 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
+@functools.lru_cache(maxsize=1024)
 def addressed_to_loopback(host: str | None) -> bool:
     """Whether a request's ``Host`` header may reach a gateway that has no keys.
 
     # Security
-    Rule: without access keys (allowed only on a loopback listener) the API and ``/mcp``
-    answer only requests whose ``Host`` is ``localhost``, a ``*.localhost`` name or an
-    IP address (or that have no ``Host``: not a browser).
+    Rule: without access keys (allowed only on a loopback listener) every route answers
+    only requests whose ``Host`` is ``localhost``, a ``*.localhost`` name or an IP
+    address (or that have no ``Host``: not a browser); a ``Host`` holding a comma is
+    none of these (`gateway.http.browsers.host_problem` refuses it first, with 400).
     Threat: DNS rebinding: a web page the user visits re-points its own name at
     127.0.0.1 and then, as the same origin, drives the local model and the research
-    tools with no key needed, and reads the answers (as Ollama's CVE-2024-28224 did).
+    tools with no key needed, and reads the answers and ``/healthz``'s addresses (as
+    Ollama's CVE-2024-28224 did).
     A browser's ``Host`` is the page's name, so a rebound request names the attacker's
     host; a name the user chose (``localhost``) or an IP address cannot be rebound.
     Callers may rely on: False for any other name, whatever its case, port or trailing
-    dot. Proved by ``test_without_keys_only_a_loopback_host_reaches_the_api`` in
-    ``tests/gateway/http/test_app.py``.
+    dot. Proved by ``test_without_keys_only_a_loopback_host_reaches_any_route`` in
+    ``tests/gateway/http/test_app.py`` and ``tests/gateway/http/test_browsers.py``.
     """
     if host is None:
         return True
     value = host.strip().lower()
+    if "," in value:  # two hosts in one: "localhost:80,evil.example"
+        return False
     if value.startswith("["):
         name = value[1 : value.find("]")] if "]" in value else ""
     else:

@@ -26,7 +26,7 @@ from gateway.loop.turn import ChatTurn, LoopOptions
 from gateway.metrics import Outcome
 from gateway.settings import EngineSettings
 from gateway.stream.events import End, Raw, StreamEvent
-from gateway.stream.pump import ClientGone, Pump, internal_error, until_disconnect
+from gateway.stream.pump import AnswerLimits, ClientGone, Pump, internal_error, until_disconnect
 from gateway.stream.writer import (
     EventStream,
     Tally,
@@ -102,7 +102,11 @@ async def _answer(request: Request, services: Services, chat: ChatRequest, tally
         # A file-name alias reaches the engine as the name the engine lists (SPEC 2); the
         # client's chunks keep the name it asked for.
         routed = chat if entry.model == chat.model else chat.for_model(entry.model)
-        pump = Pump(_source(services, routed, entry.engine), services.drain)
+        limits = AnswerLimits(
+            seconds=services.settings.timeouts.answer,
+            relayed=services.settings.limits.max_answer_bytes,
+        )
+        pump = Pump(_source(services, routed, entry.engine), services.drain, limits)
         resources.push_async_callback(pump.close)
         pump.start()
         keepalive = services.settings.timeouts.keepalive
@@ -148,7 +152,11 @@ def _source(
         fields=chat.fields,
         tools=services.tools,
         memory=services.memory,
-        options=LoopOptions(budgets=settings.budgets, tool_timeout=settings.timeouts.tool),
+        options=LoopOptions(
+            budgets=settings.budgets,
+            tool_timeout=settings.timeouts.tool,
+            max_text=settings.limits.max_answer_bytes,
+        ),
         filter_factory=services.filter_factory,
     )
     return turn.events()

@@ -14,6 +14,11 @@ httptools protocol (its documented ``http=`` class setting):
 - **Maximum connections** (``limits.max_connections``): a connection past the limit gets
   a 503 OpenAI error with ``Retry-After`` and is closed at once, counted in a metric,
   never logged one by one.
+- **Connections per client** (``limits.connections_per_client``): the same, for one
+  client past its share, so that one client holding silent connections cannot take them
+  all. The client is the peer address, judged when the connection opens; a connection
+  from a trusted proxy (``trusted_proxies``) belongs to the client its ``X-Forwarded-For``
+  names, judged as each request head completes (`gateway.http.browsers.client_of`).
 - **Malformed HTTP** gets a 400 OpenAI error body, and so does a request head (URL and
   header lines) over 64 KiB, also one whose header line never ends (httptools holds an
   unfinished line in memory until its end); uvicorn's warning per malformed request goes
@@ -45,6 +50,7 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gateway.http.browsers import Head, TrustedProxies, client_of
 from gateway.metrics import GatewayMetrics
 from gateway.settings import Settings
 from gateway.stream.drain import Drain
@@ -76,17 +82,63 @@ _BUSY = _error_response(
     "overloaded",
     b"retry-after: 1\r\n",
 )
+_CLIENT_BUSY = _error_response(
+    503,
+    b"Service Unavailable",
+    "This client has as many connections open to the gateway as one client may; close "
+    "some or try again shortly.",
+    "overloaded",
+    b"retry-after: 1\r\n",
+)
 _MALFORMED = _error_response(400, b"Bad Request", "Invalid HTTP request.", "invalid_request", b"")
 
 
 class ConnectionGuard:
     """The connection count and limits shared by every connection of one server."""
 
-    def __init__(self, *, max_connections: int, header_seconds: float, metrics: GatewayMetrics):
+    def __init__(
+        self,
+        *,
+        max_connections: int,
+        header_seconds: float,
+        metrics: GatewayMetrics,
+        per_client: int = 256,
+        proxies: TrustedProxies | None = None,
+    ):
         self.max_connections = max_connections
         self.header_seconds = header_seconds
         self.metrics = metrics
+        self.per_client = per_client
+        self.proxies = proxies if proxies is not None else TrustedProxies()
         self.open = 0
+        #: Open connections of each client (connections not yet known to a client, from
+        #: a trusted proxy before their first head, are not in it).
+        self.clients: dict[str, int] = {}
+
+    def take(self, client: str) -> bool:
+        """Count one more connection of ``client``; False (nothing counted) past its share.
+
+        # Security
+        Rule: one client (`gateway.http.browsers.client_of`) has at most
+        ``connections_per_client`` connections open; one more is answered 503 and closed.
+        Threat: one client holding the whole ``max_connections`` with silent connections
+        (1,024 by default), locking every other client out until the header timeout.
+        Callers may rely on: the count of a client never passing the share. Proved by
+        ``tests/gateway/http/test_fair_share.py``.
+        """
+        count = self.clients.get(client, 0)
+        if count >= self.per_client:
+            return False
+        self.clients[client] = count + 1
+        return True
+
+    def give_back(self, client: str) -> None:
+        """One connection of ``client`` closed, or moved to another client."""
+        count = self.clients.get(client, 0) - 1
+        if count > 0:
+            self.clients[client] = count
+        else:
+            self.clients.pop(client, None)
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -102,13 +154,14 @@ class GuardedProtocol(HttpToolsProtocol):
     memory by the parser: at loopback speed gigabytes within the header timeout), or a
     flood of connections holding every file descriptor, so real users cannot connect and
     the log drowns.
+    One client (`ConnectionGuard.take`) gets at most ``connections_per_client`` of them.
     Callers may rely on: no connection stays open idle or half-sent past the header
     timeout, no request head costs more memory than the cap, and open connections never
-    exceed the cap. Proved by
+    exceed the cap, nor one client's its share. Proved by
     ``test_a_request_head_that_does_not_arrive_in_time_is_closed``,
     ``test_a_header_line_that_never_ends_is_400_at_the_cap`` and
     ``test_connections_past_the_limit_get_503_and_are_closed`` in
-    ``tests/gateway/http/test_serving.py``, and
+    ``tests/gateway/http/test_serving.py``, ``tests/gateway/http/test_fair_share.py``, and
     ``test_at_the_descriptor_limit_the_gateway_keeps_serving_without_a_log_flood`` in
     ``tests/gateway/test_process.py``.
     """
@@ -129,6 +182,11 @@ class GuardedProtocol(HttpToolsProtocol):
         self._began = False
         #: The connection was refused a head too large: what it sends is dropped.
         self._discarding = False
+        #: The peer address; whose connection this is now (`ConnectionGuard.clients`).
+        self._peer: str | None = None
+        self._client: str | None = None
+        #: The answer to send instead of the malformed-request 400 (a client's share).
+        self._refusal = _MALFORMED
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         guard = self.guard
@@ -138,6 +196,16 @@ class GuardedProtocol(HttpToolsProtocol):
             transport.write(_BUSY)
             transport.close()
             return
+        peer = transport.get_extra_info("peername")
+        self._peer = peer[0] if isinstance(peer, tuple) and peer else None
+        if self._peer is not None and not guard.proxies.trusts(self._peer):
+            if not guard.take(self._peer):
+                self._refused = True
+                guard.metrics.client_connections_closed.labels("client_limit").inc()
+                transport.write(_CLIENT_BUSY)
+                transport.close()
+                return
+            self._client = self._peer
         guard.open += 1
         super().connection_made(transport)
         self._arm_head_timer()
@@ -145,6 +213,9 @@ class GuardedProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._refused:
             return
+        if self._client is not None:
+            self.guard.give_back(self._client)
+            self._client = None
         self.guard.open -= 1
         self._cancel_head_timer()
         super().connection_lost(exc)
@@ -172,10 +243,25 @@ class GuardedProtocol(HttpToolsProtocol):
         connection and throw the answer away; so the sending side is shut after the
         answer and what still arrives is dropped unread, until the client closes or the
         header timer (still running: the head never completed) closes the connection.
+
+        When the broken part is the body of a request whose head was whole, the app is
+        answering it already: it is told the client left (its reads end, its writes are
+        dropped, as for a client that went away), so that nothing it still sends meets a
+        closed write side. Before, each such request logged uvicorn's traceback
+        ("Cannot call write() after write_eof()"): 50 requests, 2,301 log lines (issue
+        22, finding 3; ``tests/gateway/http/test_serving_flood.py``). If the app's answer has
+        begun, no 400 can follow it: the connection is closed.
         """
         self._discarding = True
         self._arm_head_timer()
-        self.transport.write(_MALFORMED)
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True
+            cycle.message_event.set()
+            if cycle.response_started:
+                self.transport.close()
+                return
+        self.transport.write(self._refusal)
         if self.transport.can_write_eof():
             self.transport.write_eof()
         else:
@@ -222,7 +308,26 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._cancel_head_timer()
         self._in_head = False
+        if self._peer is not None and self.guard.proxies.trusts(self._peer):
+            self._attribute()
         super().on_headers_complete()
+
+    def _attribute(self) -> None:
+        """A trusted proxy's connection belongs to the client its request names."""
+        guard = self.guard
+        forwarded = tuple(v.decode("latin-1") for n, v in self.headers if n == b"x-forwarded-for")
+        client = client_of(Head("", peer=self._peer, forwarded_for=forwarded), guard.proxies)
+        if client is None or client == self._client:
+            return
+        if self._client is not None:
+            guard.give_back(self._client)
+            self._client = None
+        if not guard.take(client):
+            guard.metrics.client_connections_closed.labels("client_limit").inc()
+            self._refusal = _CLIENT_BUSY
+            # Raised inside the parser: answered by send_400_response, with the 503.
+            raise ValueError("client over its connections")
+        self._client = client
 
     def send_400_response(self, msg: str) -> None:
         if not self._discarding:
@@ -304,6 +409,8 @@ def uvicorn_config(
         max_connections=max_connections or settings.limits.max_connections,
         header_seconds=timeouts.client_header,
         metrics=metrics,
+        per_client=settings.limits.connections_per_client,
+        proxies=TrustedProxies.of(settings.trusted_proxies),
     )
     return uvicorn.Config(
         app,

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from gateway import prompts
-from gateway.api.chunks import UsageCounts
+from gateway.api.chunks import EngineChunk, UsageCounts
 from gateway.api.messages import Message, user_text
 from gateway.engine.client import EngineClient
-from gateway.errors import EngineStatusError
+from gateway.errors import AnswerTooLargeError, EngineStatusError
 from gateway.loop.calls import (
     CallVerdict,
     RawCall,
@@ -53,7 +53,7 @@ from gateway.loop.rounds import (
     start,
 )
 from gateway.loop.tooltext.filter import FilterOutput, TextToolFilter
-from gateway.settings import Budgets, EngineSettings
+from gateway.settings import Budgets, EngineSettings, Limits
 from gateway.stream.events import (
     CallEnded,
     Content,
@@ -74,6 +74,7 @@ from gateway.tools.base import (
     timed_out,
 )
 from gateway.tools.events import Searched, SearchedBy, Sources, ThorEvent, Working
+from gateway.tools.fetch.addresses import hosts_in_text
 from gateway.tools.ledger import BudgetCounter, Ledger
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,9 @@ class LoopOptions:
 
     budgets: Budgets = field(default_factory=Budgets)
     tool_timeout: float = 120.0
+    #: The model's text one answer may take from the engine, over every round: content,
+    #: reasoning and tool-call fragments (``[limits] max_answer_bytes``).
+    max_text: int = Limits.max_answer_bytes
 
 
 class ChatTurn:
@@ -183,7 +187,10 @@ class ChatTurn:
         self._filter_factory = filter_factory
         self.ledger = Ledger()
         self.budgets = BudgetCounter(options.budgets.searches, options.budgets.pages)
-        self._context = ToolContext(self.ledger, self.budgets, user_text(messages))
+        # The user's hosts once per answer, not once per read: the text may be long.
+        self._context = ToolContext(
+            self.ledger, self.budgets, tuple(hosts_in_text(user_text(messages)))
+        )
         self._conversation = Conversation(messages)
         self._first_query = first_query(messages)
         self._seen: set[str] = set()
@@ -194,6 +201,8 @@ class ChatTurn:
         self._tail = "\n\n"
         #: Usage summed over rounds, when the engine reported it.
         self._usage: UsageCounts | None = None
+        #: The model's text taken from the engine so far, over every round.
+        self._taken = 0
 
     def _body(self, plan: RoundPlan, schemas: list[Any]) -> bytes:
         body: dict[str, Any] = {"model": self._model, **round_fields(self._fields, plan)}
@@ -205,6 +214,27 @@ class ChatTurn:
             body["tool_choice"] = plan.tool_choice
         # ASCII escapes: the client's text may hold a lone surrogate.
         return json.dumps(body).encode()
+
+    def _take(self, chunk: EngineChunk) -> None:
+        """Count the model's text in ``chunk`` against what one answer may take.
+
+        # Security
+        Rule: an answer under the Web switch takes at most ``[limits] max_answer_bytes``
+        of the model's text from the engine (content, reasoning, tool-call fragments,
+        over every round), else it ends with `AnswerTooLargeError`.
+        Threat: an engine that streams forever: text held back in a "required" round or
+        tool-call arguments being joined grow in memory without ever reaching the
+        client (where `gateway.stream.pump.Pump` counts what is relayed). Callers may rely on
+        the loop holding at most that much of one answer. Proved by
+        ``tests/gateway/http/test_fair_share.py``.
+        """
+        self._taken += len(chunk.content) + len(chunk.reasoning)
+        self._taken += sum(len(f.name) + len(f.arguments) for f in chunk.calls)
+        if self._taken > self._options.max_text:
+            raise AnswerTooLargeError(
+                "The answer was cut off: the model wrote more than the "
+                f"{self._options.max_text} bytes one answer may take."
+            )
 
     def _visible(self, text: str) -> list[StreamEvent]:
         """Content for the client, with a paragraph break between rounds' texts."""
@@ -339,6 +369,7 @@ class ChatTurn:
         chunks = self._client.chat_chunks(self._engine, body)
         async with aclosing(chunks):
             async for chunk in chunks:
+                self._take(chunk)
                 if chunk.usage is not None:
                     self._usage = (self._usage or UsageCounts()) + chunk.usage
                 pending: list[StreamEvent] = []

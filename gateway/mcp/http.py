@@ -12,7 +12,7 @@ back to ``initialize``.
 What happens to one request, in order (the first two are middleware in front of every
 route, `McpOriginGuard` and `gateway.http.access.Access`):
 
-1. ``Origin`` present and not allowed: 403 (`gateway.mcp.origin`); CORS preflights
+1. ``Origin`` present and not allowed: 403 (`gateway.http.origin`); CORS preflights
    from allowed pages are answered here.
 2. Bearer key and the key's requests per minute, as for the chat API: 401, 429.
 3. `McpEndpoint`: a 2026-07-28 request gets -32022; a request without
@@ -47,7 +47,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway import prompts
 from gateway.errors import ShuttingDownError
 from gateway.http.access import MCP_PATH
-from gateway.mcp.origin import OriginPolicy, OriginVerdict, cors_headers
+from gateway.http.origin import OriginPolicy, OriginVerdict, cors_headers
 from gateway.mcp.sessions import McpSession, McpSessions, Refusal, Ticket
 from gateway.mcp.tools import SESSION_HEADER, McpTools
 from gateway.metrics import GatewayMetrics
@@ -312,7 +312,9 @@ class McpEndpoint:
             await self._manager.handle_request(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        key = scope.get("state", {}).get("key", -1)
+        state = scope.get("state", {})
+        key = state.get("key", -1)
+        client = state.get("client")
         version = _header(scope, b"mcp-protocol-version")
         if version is not None and version not in SERVED_VERSIONS:
             self._metrics.mcp_refused.labels("protocol_version").inc()
@@ -338,7 +340,7 @@ class McpEndpoint:
             receive = _replay(body.raw, receive)
         session_id = _header(scope, SESSION_HEADER.encode())
         if session_id is None:
-            await self._open(key, body, scope, receive, send)
+            await self._open(key, client, body, scope, receive, send)
             return
         session = self._sessions.find(session_id, key)
         if session is None:
@@ -350,7 +352,13 @@ class McpEndpoint:
         await self._serve(session, body, scope, receive, send)
 
     async def _open(
-        self, key: int, body: _Body | None, scope: Scope, receive: Receive, send: Send
+        self,
+        key: int,
+        client: str | None,
+        body: _Body | None,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
     ) -> None:
         """A request without a session: only ``initialize``, which opens one."""
         if body is None or not body.valid_json or body.method != "initialize":
@@ -364,10 +372,17 @@ class McpEndpoint:
             response = JSONResponse(error.rpc_body(), status_code=503, headers=error.headers())
             await response(scope, receive, send)
             return
-        ticket = self._sessions.reserve(key)
+        ticket = self._sessions.reserve(key, client)
         if isinstance(ticket, Refusal):
             await self._refuse(ticket, body, scope, receive, send)
             return
+        if ticket.evicted is not None:
+            # The client's oldest idle session made room for this one (no keys).
+            self._metrics.mcp_session_events.labels("evicted").inc()
+            log.info(
+                "mcp session %s… evicted (its client opened another)", ticket.evicted.session_id[:8]
+            )
+            await self._terminate(ticket.evicted.session_id)
         filed = False
 
         async def watch(message: Message) -> None:
@@ -399,6 +414,8 @@ class McpEndpoint:
         self._metrics.mcp_session_events.labels(refusal.value).inc()
         if refusal is Refusal.KEY_LIMIT:
             status, message = 429, prompts.MCP_KEY_SESSIONS
+        elif refusal is Refusal.CLIENT_LIMIT:
+            status, message = 429, prompts.MCP_CLIENT_SESSIONS
         else:
             status, message = 503, prompts.MCP_SESSIONS_FULL
         response = rpc_error(

@@ -3,7 +3,7 @@
 An MCP session (Streamable HTTP, ``Mcp-Session-Id``) is to the research tools what one
 answer is to the chat loop: it owns one `gateway.tools.ledger.Ledger`, one pair of budgets
 (searches, pages) and the set of calls already run (a repeat is not run again). Its
-`gateway.tools.base.ToolContext` carries no user text: over MCP nobody's messages reach the
+`gateway.tools.base.ToolContext` carries no user hosts: over MCP nobody's messages reach the
 gateway, so rule 1 allows only the hosts of the session's own sources.
 
 `McpSessions` decides; `gateway.mcp.http` does the HTTP and calls it. A session is
@@ -13,6 +13,11 @@ same time cannot both pass the last place), then `McpSessions.open` files the se
 under the id the SDK returned, or `McpSessions.release` gives the place back. A session
 expires after ``idle`` seconds without a request in flight (an open GET stream is a
 request in flight, as in the SDK's own idle rule).
+
+Without keys every client is the same key, so sessions are also counted per client (the
+peer address, or the forwarded one from a trusted proxy: `gateway.http.browsers.client_of`):
+a client at its limit gets a new session in place of its own oldest idle one, and is
+refused only when all of its sessions are busy.
 """
 
 from __future__ import annotations
@@ -41,14 +46,28 @@ class Refusal(enum.StrEnum):
     """Why a new session was not opened."""
 
     KEY_LIMIT = "key_limit"  # the key has its limit of sessions open (429)
+    CLIENT_LIMIT = "client_limit"  # keyless: the client's sessions are all busy (429)
     FULL = "full"  # the gateway has its limit of sessions open (503)
+
+
+#: The key of every request when no keys are configured (`gateway.http.auth.KeyChecker`).
+KEYLESS = -1
 
 
 @dataclass(frozen=True, eq=False)
 class Ticket:
-    """A place reserved for a session being opened by ``key``."""
+    """A place reserved for a session being opened by ``key`` for ``client``.
+
+    Attributes:
+        key: Position of the access key (``-1`` without keys).
+        client: The client's address (`gateway.http.browsers.client_of`), if known.
+        evicted: The client's oldest idle session, forgotten to make room for this one:
+            the caller ends it in the SDK.
+    """
 
     key: int
+    client: str | None = None
+    evicted: McpSession | None = None
 
 
 @dataclass(eq=False)
@@ -70,6 +89,7 @@ class McpSession:
     key: int
     context: ToolContext
     idle_since: float
+    client: str | None = None
     seen: set[str] = field(default_factory=set)
     in_flight: int = 0
     calls: dict[str | int, Cancellable] = field(default_factory=dict)
@@ -86,16 +106,19 @@ class McpSessions:
         max_sessions: int,
         idle: float,
         budgets: Budgets,
+        per_client: int = 16,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Args:
         per_key: Sessions one key may have open (0 is no per-key limit).
         max_sessions: Sessions open in all.
+        per_client: Without keys, sessions one client may have open (at least 1).
         idle: Seconds without a request in flight before a session expires.
         budgets: Each session's searches and pages.
         clock: Monotonic seconds.
         """
         self._per_key = per_key
+        self._per_client = max(1, per_client)
         self._max = max_sessions
         self._idle = idle
         self._budgets = budgets
@@ -111,23 +134,51 @@ class McpSessions:
         opened = sum(1 for s in self._sessions.values() if s.key == key)
         return opened + sum(1 for t in self._pending if t.key == key)
 
-    def reserve(self, key: int) -> Ticket | Refusal:
-        """Reserve a place for a session ``key`` is opening, or say why not.
+    def count_client(self, client: str | None) -> int:
+        """Keyless sessions open or being opened for ``client``."""
+        opened = sum(1 for s in self._sessions.values() if s.key == KEYLESS and s.client == client)
+        return opened + sum(1 for t in self._pending if t.key == KEYLESS and t.client == client)
+
+    def _oldest_idle(self, client: str | None) -> McpSession | None:
+        idle = [
+            s
+            for s in self._sessions.values()
+            if s.key == KEYLESS and s.client == client and s.in_flight == 0 and not s.calls
+        ]
+        return min(idle, key=lambda s: s.idle_since, default=None)
+
+    def reserve(self, key: int, client: str | None = None) -> Ticket | Refusal:
+        """Reserve a place for a session ``key`` is opening for ``client``, or say why not.
 
         # Security
         Rule: one key has at most ``[mcp] sessions_per_key`` sessions open, the gateway
         at most ``max_sessions``; each session holds a ledger and budgets in memory.
+        Without keys, one client has at most ``[mcp] sessions_per_client``: at the limit
+        its oldest idle session is ended for the new one (`Ticket.evicted`), and only a
+        client whose sessions are all busy is refused (``CLIENT_LIMIT``).
         Threat: a client (or a leaked key) opening sessions until the gateway runs out
-        of memory, or to get fresh budgets without end. Callers may rely on the limits
-        holding also for openings in progress at the same time (reserved places count).
-        Proved by ``tests/gateway/mcp/test_sessions.py`` and, over HTTP,
+        of memory, or to get fresh budgets without end; without keys, one client's 256
+        ``initialize`` calls in a second locking every other client out for the idle
+        time (900 s). Callers may rely on the limits holding also for openings in
+        progress at the same time (reserved places count), and on eviction touching
+        only the same client's idle sessions. Proved by
+        ``tests/gateway/mcp/test_sessions.py``,
+        ``tests/gateway/mcp/test_sessions_per_client.py`` and, over HTTP,
         ``tests/e2e/test_mcp.py::test_a_key_has_at_most_its_sessions``.
         """
-        if len(self._sessions) + len(self._pending) >= self._max:
+        evicted = None
+        if key == KEYLESS and self.count_client(client) >= self._per_client:
+            evicted = self._oldest_idle(client)
+            if evicted is None:
+                return Refusal.CLIENT_LIMIT
+        freed = 0 if evicted is None else 1  # the evicted session's place is the new one's
+        if len(self._sessions) + len(self._pending) - freed >= self._max:
             return Refusal.FULL
-        if self._per_key and self.count(key) >= self._per_key:
+        if self._per_key and self.count(key) - freed >= self._per_key:
             return Refusal.KEY_LIMIT
-        ticket = Ticket(key)
+        if evicted is not None:
+            del self._sessions[evicted.session_id]
+        ticket = Ticket(key, client, evicted)
         self._pending.append(ticket)
         return ticket
 
@@ -140,13 +191,13 @@ class McpSessions:
         """File the session the SDK opened on ``ticket``'s place.
 
         # Security
-        Rule 1 (SPEC 7) over MCP: the session's context carries no user text, so a read
+        Rule 1 (SPEC 7) over MCP: the session's context carries no user hosts, so a read
         may open only hosts of the session's own search results; each session has its
         own ledger, so one session's results never allow anything to another.
         Threat: a page (or a tool description, or another client) talking the agent into
         reading an address no search of this session returned (an internal service, a
         tracking URL), or one client widening another's allowed hosts.
-        Callers may rely on a fresh ledger, fresh budgets and empty user text per
+        Callers may rely on a fresh ledger, fresh budgets and no user hosts per
         session. Proved by ``tests/e2e/test_mcp.py``
         (``test_a_host_outside_the_sessions_results_is_refused_not_in_answer``,
         ``test_two_sessions_share_neither_ledger_nor_budgets``).
@@ -156,7 +207,8 @@ class McpSessions:
         session = McpSession(
             session_id=session_id,
             key=ticket.key,
-            context=ToolContext(Ledger(), budgets, user_text="", scope=Scope.SESSION),
+            client=ticket.client,
+            context=ToolContext(Ledger(), budgets, user_hosts=(), scope=Scope.SESSION),
             idle_since=self._clock(),
         )
         self._sessions[session_id] = session

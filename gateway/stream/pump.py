@@ -5,7 +5,8 @@ and hands its events over a queue, so the writer can send a keep-alive comment w
 the source is quiet (long tool work, a silent engine) without cancelling anything, and so
 a disconnect or the end of a shutdown's grace period cancels the source and all it
 started. `until_disconnect` runs work before the response begins, cancelled if the client
-goes away.
+goes away. The pump also holds the source to what one answer may take (`AnswerLimits`):
+an engine that streams forever is cut off with an error the client reads.
 """
 
 from __future__ import annotations
@@ -15,14 +16,29 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.types import Receive
 
-from gateway.errors import GatewayError, ShuttingDownError
+from gateway.errors import (
+    AnswerTooLargeError,
+    AnswerTooLongError,
+    GatewayError,
+    ShuttingDownError,
+)
 from gateway.stream.drain import Drain
-from gateway.stream.events import CallEnded, End, RoundStarted, StreamEvent, Usage
+from gateway.stream.events import (
+    CallEnded,
+    Content,
+    End,
+    Raw,
+    Reasoning,
+    RoundStarted,
+    StreamEvent,
+    Usage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +55,54 @@ def internal_error(exc: BaseException) -> GatewayError:
     return GatewayError("The gateway failed while answering.")
 
 
+@dataclass(frozen=True)
+class AnswerLimits:
+    """What one answer may take.
+
+    Attributes:
+        seconds: Wall-clock seconds from its start to its end (``[timeouts] answer``).
+        relayed: Bytes it may relay: the engine's bytes in pass-through, the model's
+            text (characters) in the Web loop (``[limits] max_answer_bytes``).
+    """
+
+    seconds: float
+    relayed: int
+
+
+def relayed_size(event: StreamEvent) -> int:
+    """What ``event`` counts against `AnswerLimits.relayed`: the engine's bytes, or the
+    model's text (tool events and bookkeeping are bounded by the tools and the loop)."""
+    if isinstance(event, Raw):
+        return len(event.data)
+    if isinstance(event, Content | Reasoning):
+        return len(event.text)
+    return 0
+
+
 class Pump:
     """Runs an event source in its own task; the writer reads its events with a timeout.
 
     The source ends by returning (`End` without error), raising a `GatewayError` (`End`
     with it) or yielding `End` itself; a bug becomes an internal error. `interrupt` (the
     drain at the end of the grace period) cancels the source and ends with its error.
+
+    # Security
+    Rule: an answer ends after ``limits.seconds`` or once it relayed ``limits.relayed``
+    bytes, whichever comes first, with `AnswerTooLongError` or `AnswerTooLargeError` as
+    its last event (the client reads why; the outcome is ``cut``).
+    Threat: an engine (broken, or driven by a prompt) that streams forever: one chat
+    slot, one engine and the client's connection held without end, and bytes without
+    end through a pass-through relay.
+    Callers may rely on: no source runs past its limits; the source is cancelled (the
+    engine request and the tools with it). Proved by ``tests/gateway/http/test_fair_share.py``.
     """
 
-    def __init__(self, source: AsyncGenerator[StreamEvent, None], drain: Drain) -> None:
+    def __init__(
+        self, source: AsyncGenerator[StreamEvent, None], drain: Drain, limits: AnswerLimits
+    ) -> None:
         self._source = source
         self._drain = drain
+        self._limits = limits
         self._queue: asyncio.Queue[StreamEvent | None] = asyncio.Queue(_QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
         self._interrupted: GatewayError | None = None
@@ -63,15 +116,36 @@ class Pump:
         self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
+        limits = self._limits
+        relayed = 0
+        deadline = asyncio.timeout(limits.seconds)
         try:
             loop = asyncio.get_running_loop()
-            async with aclosing(self._source) as events:
+            async with deadline, aclosing(self._source) as events:
                 async for event in events:
+                    relayed += relayed_size(event)
+                    if relayed > limits.relayed:
+                        raise AnswerTooLargeError(
+                            "The answer was cut off: it passed the "
+                            f"{limits.relayed} bytes one answer may relay."
+                        )
                     self._last_put = loop.time()
                     await self._queue.put(event)
                     if isinstance(event, End):
                         return
             await self._queue.put(End())
+        except TimeoutError as exc:
+            if not deadline.expired():  # not the answer's deadline: a bug
+                await self._queue.put(End(internal_error(exc)))
+                return
+            await self._queue.put(
+                End(
+                    AnswerTooLongError(
+                        "The answer was cut off: it ran longer than the "
+                        f"{limits.seconds:g} s one answer may take."
+                    )
+                )
+            )
         except GatewayError as exc:
             await self._queue.put(End(exc))
         except Exception as exc:

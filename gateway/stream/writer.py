@@ -29,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 from gateway.api import sse
 from gateway.api.chunks import UsageCounts
 from gateway.errors import (
+    AnswerCutError,
     BusyError,
     EngineError,
     EngineStatusError,
@@ -68,6 +69,8 @@ def outcome_of(error: GatewayError) -> Outcome:
     """The outcome label of a request that ended with ``error``."""
     if isinstance(error, ShuttingDownError):
         return Outcome.SHUTDOWN
+    if isinstance(error, AnswerCutError):
+        return Outcome.CUT
     if isinstance(error, BusyError | RateLimitError):
         return Outcome.LIMITED
     if isinstance(error, EngineTimeoutError):

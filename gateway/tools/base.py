@@ -58,15 +58,16 @@ class ToolContext:
     Attributes:
         ledger: The answer's source numbers (add every search result and page read).
         budgets: The answer's search and page budgets (take before spending).
-        user_text: The text of the user's messages, joined: the fetch tool allows the
-            hosts of addresses written there (rule 1).
+        user_hosts: The hosts of the addresses written in the user's messages
+            (`gateway.tools.fetch.addresses.hosts_in_text`, worked out once per answer): the fetch
+            tool allows them (rule 1).
         scope: What the ledger and budgets belong to, in the tools' words: an answer of
             the chat loop, or an MCP session.
     """
 
     ledger: Ledger
     budgets: BudgetCounter
-    user_text: str = ""
+    user_hosts: tuple[str, ...] = ()
     scope: prompts.Scope = prompts.Scope.ANSWER
 
 

@@ -134,7 +134,7 @@ class FetchPages:
                 client=client,
                 ledger=context.ledger,
                 budgets=context.budgets,
-                user_text=context.user_text,
+                user_hosts=context.user_hosts,
                 deadline=max(left, 0.001),
                 scope=context.scope,
             )

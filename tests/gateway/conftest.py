@@ -26,6 +26,8 @@ from tests.gateway.servers import serve
 
 KEY = "test-key-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {KEY}"}
+#: A POST body's type (SPEC 2: anything else is 415); httpx adds it for ``json=`` only.
+JSON = {"Content-Type": "application/json"}
 
 #: Small timeouts so failure paths finish fast; keepalive long enough that a turn's first
 #: output (or error) comes before streaming starts.

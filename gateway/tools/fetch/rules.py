@@ -124,7 +124,7 @@ class FetchPlan:
 
 
 def plan_fetch(
-    url: str, *, ledger: Ledger, budgets: BudgetCounter, user_text: str
+    url: str, *, ledger: Ledger, budgets: BudgetCounter, user_hosts: tuple[str, ...]
 ) -> FetchPlan | None:
     """Reserve the pages of one read and name its allowed hosts.
 
@@ -144,7 +144,7 @@ def plan_fetch(
     reserved = budgets.take_pages(min(PAGES_PER_READ, budgets.pages_left))
     if reserved == 0:
         return None
-    hosts = allowed_hosts(ledger.searched_urls(), user_text)
+    hosts = allowed_hosts(ledger.searched_urls(), user_hosts)
     return FetchPlan(url=url, allowed_hosts=hosts, page_limit=reserved)
 
 

@@ -62,7 +62,7 @@ async def fetch_page(
     client: FetcherClient,
     ledger: Ledger,
     budgets: BudgetCounter,
-    user_text: str,
+    user_hosts: tuple[str, ...],
     request_id: str = "",
     deadline: float | None = None,
     scope: prompts.Scope = prompts.Scope.ANSWER,
@@ -78,7 +78,7 @@ async def fetch_page(
             number there.
         budgets: The answer's budgets: the pages left are the page limit; the budget is
             charged for the pages read.
-        user_text: The user's messages (the hosts of their addresses are allowed).
+        user_hosts: The hosts of the addresses in the user's messages (allowed).
         request_id: Ties the fetcher's log records to this request (``[A-Za-z0-9._:-]``).
         deadline: Seconds the read may take (the client's default when None).
         scope: What the ledger and budgets belong to (an answer, or an MCP session), for
@@ -88,7 +88,7 @@ async def fetch_page(
     if isinstance(url, ArgumentProblem):
         yield FetchDone(url.message, "error")
         return
-    plan = plan_fetch(url, ledger=ledger, budgets=budgets, user_text=user_text)
+    plan = plan_fetch(url, ledger=ledger, budgets=budgets, user_hosts=user_hosts)
     if plan is None:
         yield FetchDone(
             prompts.PAGE_BUDGET_SPENT.format(limit=budgets.pages_limit),

@@ -29,6 +29,7 @@ from testkit.engine import (
 )
 from tests.gateway.conftest import (
     AUTH,
+    JSON,
     TEST_TIMEOUTS,
     BlockingTool,
     FakeSearch,
@@ -100,7 +101,7 @@ async def test_api_routes_need_the_key(
         ("[::1", False),
     ],
 )
-async def test_without_keys_only_a_loopback_host_reaches_the_api(
+async def test_without_keys_only_a_loopback_host_reaches_any_route(
     engine: FakeEngine,
     gateway_at: GatewayFactory,
     http: httpx.AsyncClient,
@@ -117,11 +118,12 @@ async def test_without_keys_only_a_loopback_host_reaches_the_api(
         )
         mcp_answer = await http.post(f"{url}/mcp", json={}, headers={"Host": host})
         page = await http.get(f"{url}/healthz", headers={"Host": host})
-    assert page.status_code == 200  # only the API and /mcp are refused
     if allowed:
+        assert page.status_code == 200
         assert chat_answer.status_code == 200
         assert mcp_answer.status_code != 403
     else:
+        assert page.status_code == 403  # every route (SPEC 2): /healthz names addresses
         assert chat_answer.status_code == 403
         assert chat_answer.json()["error"]["code"] == "foreign_host"
         assert mcp_answer.status_code == 403
@@ -157,7 +159,9 @@ async def test_bad_requests_get_openai_errors(
     gateway_at: GatewayFactory, http: httpx.AsyncClient, body: bytes, status: int, code: str
 ) -> None:
     async with gateway_at(tools=[FakeSearch()]) as url:
-        response = await http.post(f"{url}/v1/chat/completions", content=body, headers=AUTH)
+        response = await http.post(
+            f"{url}/v1/chat/completions", content=body, headers={**AUTH, **JSON}
+        )
     assert response.status_code == status
     error = response.json()["error"]
     assert error["code"] == code
@@ -176,8 +180,12 @@ async def test_a_body_over_the_limit_is_413_while_reading(
             yield b" " * 1024
 
     async with gateway_at(settings=settings) as url:
-        response = await http.post(f"{url}/v1/chat/completions", content=body(), headers=AUTH)
-        declared = await http.post(f"{url}/v1/chat/completions", content=b" " * 4096, headers=AUTH)
+        response = await http.post(
+            f"{url}/v1/chat/completions", content=body(), headers={**AUTH, **JSON}
+        )
+        declared = await http.post(
+            f"{url}/v1/chat/completions", content=b" " * 4096, headers={**AUTH, **JSON}
+        )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"
     assert declared.status_code == 413
@@ -312,7 +320,7 @@ async def test_metrics_is_a_route_without_redirect(
         for name, f in families.items()
         if name.startswith("tigress_gateway_") and not name.endswith("_created")
     }
-    assert len(ours) == 14  # 10 of the chat API, 4 of the MCP endpoint
+    assert len(ours) == 15  # 11 of the chat API and the routes, 4 of the MCP endpoint
     for family in ours.values():
         if family.type == "counter":
             assert all(s.name.endswith(("_total", "_created")) for s in family.samples)

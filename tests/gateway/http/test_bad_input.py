@@ -20,6 +20,7 @@ from testkit.engine import (
 from tests.gateway.conftest import (
     AUTH,
     CHATS,
+    JSON,
     KEY,
     FakeSearch,
     GatewayFactory,
@@ -42,7 +43,7 @@ async def test_a_lone_surrogate_is_passed_on_not_a_500(
     )
     engine.script(tool_reply(("web_search", '{"query": "x"}')), text_reply("ok"))
     async with gateway_at(tools=[FakeSearch()]) as url:
-        response = await http.post(f"{url}{CHATS}", content=raw, headers=AUTH)
+        response = await http.post(f"{url}{CHATS}", content=raw, headers={**AUTH, **JSON})
     assert response.status_code == 200
     sent = engine.chats[0]["messages"]
     assert sent[-1]["content"] == "hi \ud83d"
@@ -55,7 +56,7 @@ async def test_deeply_nested_json_is_400_and_the_gauge_returns(
     raw = b'{"model": "test-model", "messages": ' + b"[" * depth + b"]" * depth + b"}"
     registry = CollectorRegistry()
     async with gateway_at(registry=registry) as url:
-        response = await http.post(f"{url}{CHATS}", content=raw, headers=AUTH)
+        response = await http.post(f"{url}{CHATS}", content=raw, headers={**AUTH, **JSON})
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_request"
     assert sample(registry, "tigress_gateway_inflight_chats") == 0

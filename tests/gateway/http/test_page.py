@@ -134,14 +134,17 @@ async def test_the_mcp_and_key_guards_leave_the_page_alone(
     gateway_at: GatewayFactory, http: httpx.AsyncClient
 ) -> None:
     # The Origin check of /mcp and the key check of the API sit in front of every route;
-    # the page and its files are served past both, with their own headers only.
+    # the page and its files are served past both, with their own headers only. A
+    # foreign Origin is refused on every route (SPEC 2): browsers send none when they
+    # navigate to the page or load its files, only another site's fetch does.
     foreign = {"Origin": "https://evil.example"}
     async with gateway_at() as url:
         responses = [
-            await http.get(f"{url}/", headers=foreign),
-            await http.get(f"{url}/static/app.js", headers=foreign),
+            await http.get(f"{url}/"),
+            await http.get(f"{url}/static/app.js", headers={"Origin": url}),
             await http.get(f"{url}/", headers={"Authorization": "Bearer wrong-key-0123456789"}),
         ]
+        page_foreign = await http.get(f"{url}/", headers=foreign)
         mcp_foreign = await http.post(f"{url}/mcp", headers=foreign, json={})
         mcp_no_key = await http.post(f"{url}/mcp", json={})
     assert [r.status_code for r in responses] == [200, 200, 200]
@@ -150,6 +153,8 @@ async def test_the_mcp_and_key_guards_leave_the_page_alone(
             assert response.headers[name] == value
         assert "access-control-allow-origin" not in response.headers
         assert "www-authenticate" not in response.headers
+    assert page_foreign.status_code == 403
+    assert "access-control-allow-origin" not in page_foreign.headers
     assert mcp_foreign.status_code == 403
     assert mcp_no_key.status_code == 401
 

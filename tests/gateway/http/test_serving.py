@@ -57,7 +57,8 @@ async def test_a_body_that_does_not_arrive_in_time_is_408(
 ) -> None:
     head = (
         "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n"
-        f"Authorization: Bearer {KEY}\r\nContent-Length: 100\r\n\r\n"
+        f"Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100\r\n\r\n"
     ).encode()
     async with gateway_at(settings=make_settings(engine, timeouts=SHORT)) as url:
         reader, writer = await asyncio.open_connection("127.0.0.1", port_of(url))

@@ -42,7 +42,7 @@ def test_each_session_has_its_own_ledger_and_budgets_and_no_user_text() -> None:
     assert first.context.ledger is not second.context.ledger
     assert first.context.budgets is not second.context.budgets
     assert first.context.budgets.trailer() == "Searches used 0 of 3; pages read 0 of 5"
-    assert first.context.user_text == ""
+    assert first.context.user_hosts == ()
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from gateway import prompts
 from gateway.metrics import GatewayMetrics
 from gateway.tools.base import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
 from gateway.tools.events import Read, Searched
+from gateway.tools.fetch.addresses import hosts_in_text
 from gateway.tools.ledger import BudgetCounter, Found, Ledger
 from gateway.tools.research import TOOL_MARGIN, FetchPages, WebSearch, fit_inside
 from gateway.tools.search.searxng import SearxngClient
@@ -23,7 +24,7 @@ from tests.support.fetcher_service import FetcherService, socket_folder
 
 
 def context(ledger: Ledger | None = None, user_text: str = "") -> ToolContext:
-    return ToolContext(ledger or Ledger(), BudgetCounter(16, 12), user_text)
+    return ToolContext(ledger or Ledger(), BudgetCounter(16, 12), tuple(hosts_in_text(user_text)))
 
 
 async def run(tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> list[ToolItem]:

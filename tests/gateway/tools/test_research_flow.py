@@ -7,6 +7,7 @@ import contextlib
 
 from fetcher.client import FetcherClient
 from gateway.tools.events import Read
+from gateway.tools.fetch.addresses import hosts_in_text
 from gateway.tools.fetch.run import FetchDone, fetch_page
 from gateway.tools.ledger import BudgetCounter, Ledger
 from gateway.tools.search.run import web_search
@@ -22,7 +23,11 @@ async def read(
 ) -> tuple[list[Read], FetchDone]:
     events: list[Read] = []
     stream = fetch_page(
-        {"url": url}, client=client, ledger=ledger, budgets=budgets, user_text=user_text
+        {"url": url},
+        client=client,
+        ledger=ledger,
+        budgets=budgets,
+        user_hosts=tuple(hosts_in_text(user_text)),
     )
     async with contextlib.aclosing(stream):
         async for item in stream:

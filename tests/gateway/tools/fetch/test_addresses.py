@@ -172,7 +172,9 @@ def test_addresses_keep_their_written_order_and_bare_www_is_read_as_https() -> N
 
 def test_allowed_hosts_are_the_sources_then_the_users_each_once() -> None:
     sources = ["https://a.example/1", "https://A.example/2", "http://b.example/", "magnet:?x"]
-    assert allowed_hosts(sources, "compare https://c.example and https://b.example") == (
+    assert allowed_hosts(
+        sources, hosts_in_text("compare https://c.example and https://b.example")
+    ) == (
         "a.example",
         "b.example",
         "c.example",
@@ -182,11 +184,11 @@ def test_allowed_hosts_are_the_sources_then_the_users_each_once() -> None:
 def test_allowed_hosts_never_pass_the_contracts_bound_and_keep_the_sources() -> None:
     sources = ["https://source.example/"]
     user = " ".join(f"https://h{i}.example/" for i in range(MAX_ALLOWED_HOSTS + 200))
-    hosts = allowed_hosts(sources, user)
+    hosts = allowed_hosts(sources, hosts_in_text(user))
     assert len(hosts) == MAX_ALLOWED_HOSTS
     assert hosts[0] == "source.example"
 
 
 def test_the_models_arguments_are_not_a_source_of_hosts() -> None:
     # Only the ledger's addresses and the user's text go in: nothing else can add a host.
-    assert allowed_hosts([], "") == ()
+    assert allowed_hosts([], ()) == ()

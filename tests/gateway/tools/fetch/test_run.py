@@ -12,6 +12,7 @@ from fetcher.client import FetcherClient
 from fetcher.net.policy import Policy
 from gateway import prompts
 from gateway.tools.events import Read
+from gateway.tools.fetch.addresses import hosts_in_text
 from gateway.tools.fetch.rules import ReadProblem
 from gateway.tools.fetch.run import FetchDone, fetch_page
 from gateway.tools.ledger import BudgetCounter, Found, Ledger
@@ -47,7 +48,7 @@ async def run(
     *,
     ledger: Ledger,
     budgets: BudgetCounter,
-    user_text: str = "",
+    user_hosts: tuple[str, ...] = (),
     deadline: float | None = None,
     on_event: Callable[[Read], None] | None = None,
 ) -> tuple[list[Read], FetchDone]:
@@ -58,7 +59,7 @@ async def run(
         client=client,
         ledger=ledger,
         budgets=budgets,
-        user_text=user_text,
+        user_hosts=user_hosts,
         request_id="test-1",
         deadline=deadline,
     )
@@ -158,7 +159,7 @@ async def test_an_address_the_user_wrote_may_be_read(
         origin.url("/a"),
         ledger=Ledger(),
         budgets=BudgetCounter(16, 12),
-        user_text=f"Please summarise {origin.url('/a')}.",
+        user_hosts=tuple(hosts_in_text(f"Please summarise {origin.url('/a')}.")),
     )
     assert done.outcome == "ok"
     assert events[0].title == "Page A"
@@ -333,7 +334,7 @@ async def test_leaving_early_cancels_the_read_on_the_fetcher(
         client=fetcher_client,
         ledger=ledger,
         budgets=budgets,
-        user_text="",
+        user_hosts=(),
     )
     async with contextlib.aclosing(stream):
         first = await anext(stream)

@@ -127,7 +127,7 @@ def test_the_plan_allows_the_ledgers_hosts_and_the_users_and_reserves_pages() ->
         "https://found.example/a",
         ledger=ledger,
         budgets=budgets,
-        user_text="compare with https://mine.example/post",
+        user_hosts=("mine.example",),
     )
     assert plan == FetchPlan(
         url="https://found.example/a",
@@ -140,7 +140,7 @@ def test_the_plan_allows_the_ledgers_hosts_and_the_users_and_reserves_pages() ->
 def test_the_page_limit_is_what_is_left_of_the_budget() -> None:
     budgets = BudgetCounter(searches=16, pages=12)
     budgets.take_pages(10)
-    plan = plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_text="")
+    plan = plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_hosts=())
     assert plan is not None
     assert plan.page_limit == 2
 
@@ -148,13 +148,13 @@ def test_the_page_limit_is_what_is_left_of_the_budget() -> None:
 def test_no_plan_once_the_page_budget_is_spent() -> None:
     budgets = BudgetCounter(searches=16, pages=12)
     budgets.take_pages(12)
-    assert plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_text="") is None
+    assert plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_hosts=()) is None
     assert budgets.pages_used == 12
 
 
 def test_settling_charges_the_pages_read_only() -> None:
     budgets = BudgetCounter(searches=16, pages=12)
-    plan = plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_text="")
+    plan = plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_hosts=())
     assert plan is not None
     settle(budgets, plan, pages_read=2)
     assert budgets.pages_used == 2
@@ -162,9 +162,9 @@ def test_settling_charges_the_pages_read_only() -> None:
 
 def test_reads_at_the_same_time_never_pass_the_budget_together() -> None:
     budgets = BudgetCounter(searches=16, pages=8)
-    first = plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_text="")
-    second = plan_fetch("https://b.example/", ledger=Ledger(), budgets=budgets, user_text="")
-    third = plan_fetch("https://c.example/", ledger=Ledger(), budgets=budgets, user_text="")
+    first = plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_hosts=())
+    second = plan_fetch("https://b.example/", ledger=Ledger(), budgets=budgets, user_hosts=())
+    third = plan_fetch("https://c.example/", ledger=Ledger(), budgets=budgets, user_hosts=())
     assert (first and first.page_limit, second and second.page_limit, third) == (6, 2, None)
 
 
