@@ -281,7 +281,13 @@ def _events(events: bytes, decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
         if block.startswith(b"data: {") and b"\n" not in block:
             try:
                 payload = json.loads(block[6:])
+            except UnicodeDecodeError:
+                # Bytes that are not UTF-8 become U+FFFD, as in the line path and in
+                # pass-through: the chunk's text is kept, never dropped unseen.
+                payload = _loads(block[6:].decode("utf-8", "replace"))
             except (ValueError, RecursionError):
+                continue
+            if payload is None:
                 continue
             if "error" in payload:
                 raise EngineStreamError(error_from_payload(payload)[0])
@@ -291,6 +297,14 @@ def _events(events: bytes, decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
             return
         else:
             yield from _lines([*block.split(b"\n"), b""], decoder)
+
+
+def _loads(text: str) -> Any:
+    """The JSON value of ``text``, or None when it is not JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _lines(lines: list[bytes], decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
