@@ -65,6 +65,12 @@ SEARCH_BUDGET_SPENT = (
 PAGE_BUDGET_SPENT = (
     "The page budget is spent ({limit} pages read); nothing was read. Answer from what you have."
 )
+#: Tool result of a call past the page budget while reads running at the same time hold
+#: the rest of it (they may read fewer pages and give some back).
+PAGE_BUDGET_HELD = (
+    "The rest of the page budget ({limit} pages) is held by the other reads running now; "
+    "nothing was read. If you still need this page, ask for it again after their results."
+)
 
 #: Tool result of a call that repeats one already run in this answer (or MCP session).
 DUPLICATE_CALL = (
@@ -170,52 +176,54 @@ SEARCH_QUERY_TOO_LONG = (
     "was searched."
 )
 #: SearXNG failures by cause (``gateway.searxng_answer.FailureCause``): what happened, then
-#: what the operator should change. Placeholders: url, status_detail, detail, seconds.
+#: what the operator should change. Placeholders: at (empty in the text the model reads,
+#: which never holds SearXNG's internal address; " at <base URL>" in /healthz), status_detail,
+#: detail, seconds.
 SEARXNG_FAILURES = {
     "unreachable": (
-        "The search failed: SearXNG at {url} cannot be reached ({detail}). The operator "
-        "should start SearXNG there, or set TIGRESS_SEARXNG_URL to where it runs."
+        "The search failed: SearXNG{at} cannot be reached ({detail}). The operator "
+        "should start SearXNG, or set TIGRESS_SEARXNG_URL to where it runs."
     ),
     "timeout": (
-        "The search failed: SearXNG at {url} did not answer within {seconds} seconds. The "
+        "The search failed: SearXNG{at} did not answer within {seconds} seconds. The "
         "operator should lower SearXNG's outgoing.max_request_timeout below that, or raise "
         "the gateway's [timeouts] searxng."
     ),
     "broken": (
-        "The search failed: the connection to SearXNG at {url} broke before its answer was "
+        "The search failed: the connection to SearXNG{at} broke before its answer was "
         "complete ({detail}). The operator should check SearXNG's log, and that "
         "TIGRESS_SEARXNG_URL points at SearXNG itself."
     ),
     "bad_request": (
-        "The search failed: SearXNG at {url} rejected the request ({status_detail}). The "
+        "The search failed: SearXNG{at} rejected the request ({status_detail}). The "
         "operator should report this as a gateway bug, with SearXNG's version."
     ),
     "json_disabled": (
-        "The search failed: SearXNG at {url} refuses JSON answers (HTTP 403). The operator "
+        "The search failed: SearXNG{at} refuses JSON answers (HTTP 403). The operator "
         "should add json to search.formats in SearXNG's settings.yml and restart it."
     ),
     "rate_limited": (
-        "The search failed: SearXNG's limiter at {url} refused the gateway (HTTP 429 Too Many "
+        "The search failed: SearXNG's limiter{at} refused the gateway (HTTP 429 Too Many "
         "Requests). The operator should set server.limiter to false in SearXNG's "
         "settings.yml, or add the gateway's address to botdetection.ip_lists.pass_ip in its "
         "limiter.toml."
     ),
     "server_error": (
-        "The search failed: SearXNG at {url} had an internal error ({status_detail}). The "
+        "The search failed: SearXNG{at} had an internal error ({status_detail}). The "
         "operator should look at SearXNG's log."
     ),
     "http_status": (
-        "The search failed: SearXNG at {url} answered {status_detail} instead of search "
+        "The search failed: SearXNG{at} answered {status_detail} instead of search "
         "results. The operator should check that TIGRESS_SEARXNG_URL is SearXNG's base URL "
         "and that its limiter lets the gateway through."
     ),
     "content_type": (
-        "The search failed: the answer from {url} is {detail}, not SearXNG's JSON. The "
+        "The search failed: the answer from SearXNG{at} is {detail}, not SearXNG's JSON. The "
         "operator should check that TIGRESS_SEARXNG_URL is SearXNG's base URL, with json in "
         "its search.formats."
     ),
     "not_json": (
-        "The search failed: the answer from {url} is not SearXNG's JSON ({detail}). The "
+        "The search failed: the answer from SearXNG{at} is not SearXNG's JSON ({detail}). The "
         "operator should check that TIGRESS_SEARXNG_URL is SearXNG's base URL, not a page or "
         "a proxy in front of it."
     ),
