@@ -239,7 +239,10 @@ def tool_text(
         )
         for failure in failures
     ]
-    if problem is not None:
+    if problem is ReadProblem.UNAVAILABLE:
+        # Pages were read: "was not read" would be false, and it is not a timeout.
+        lines.append(prompts.FETCH_UNAVAILABLE_MIDWAY.format(url=url))
+    elif problem is not None:
         lines.append(_problem_line(problem, url, detail, scope))
     if lines:
         blocks.append("\n".join(lines))

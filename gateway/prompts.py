@@ -250,6 +250,13 @@ FETCH_UNAVAILABLE = (
     "The page reader is not available, so {url} was not read. The operator should start the "
     "fetcher (make run starts it), or set TIGRESS_FETCHER to where it listens."
 )
+#: The fetcher stopped answering after some pages were read (it was killed or restarted):
+#: the pages above are kept, and the model is told the rest is missing, and why.
+FETCH_UNAVAILABLE_MIDWAY = (
+    "The page reader (fetcher) became unavailable during the read: the pages above were "
+    "read, the rest of the pages linked from {url} were not. The operator should check that "
+    "the fetcher is running."
+)
 #: The fetcher runs its maximum of reads (RESOURCE_EXHAUSTED).
 FETCH_BUSY = (
     "The page reader is busy with other reads, so {url} was not read. Try again later in "
