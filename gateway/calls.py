@@ -241,11 +241,28 @@ def vet_call(
             decoded,
             text,
             CallVerdict.DUPLICATE,
-            prompts.DUPLICATE_CALL.format(scope=scope),
+            prompts.duplicate_call(scope),
             key,
         )
     seen.add(key)
     return VettedCall(call_id, raw.name, decoded, text, CallVerdict.RUN, "", key)
+
+
+def settle_seen(seen: set[str], key: str, outcome: str) -> None:
+    """Count a call that ran as run; forget one that a rule or a budget refused.
+
+    A refused call did nothing (no search, no page read): the same call may succeed
+    later in the answer or session, once a search has found its address or pages were
+    given back, so a repeat of it is no repeat.
+
+    Args:
+        seen: The answer's (or session's) keys of calls already run, as `vet_call` left
+            them (``key`` in it).
+        key: The call's dedup key.
+        outcome: Its tool-call outcome (``gateway.tools.ToolOutcome`` values).
+    """
+    if outcome == "refused":
+        seen.discard(key)
 
 
 #: The arguments that say what a call works on, for the ``working`` event: the first one

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway import prompts
-from gateway.calls import CallVerdict, RawCall, ToolCallAssembler, VettedCall, vet_call, working
+from gateway.calls import (
+    CallVerdict,
+    RawCall,
+    ToolCallAssembler,
+    VettedCall,
+    settle_seen,
+    vet_call,
+    working,
+)
 from gateway.chunks import UsageCounts
 from gateway.citations import check_citations
 from gateway.conversation import Conversation
@@ -420,6 +428,7 @@ class ChatTurn:
                 outcome = ToolOutcome.ERROR.value
             else:
                 text, outcome = done.text, done.outcome.value
+                settle_seen(self._seen, call.key, outcome)
             yield CallEnded(label, outcome)
             self._conversation.add_tool(call.call_id, f"{text.rstrip()}\n{self.budgets.trailer()}")
         if result.malformed:

@@ -77,6 +77,22 @@ DUPLICATE_CALL = (
     "This exact call was already run in this {scope}, so it was not run again; its result is "
     "above. Use what you have, or make a different call."
 )
+#: The same over MCP, where an agent's context may not hold the earlier result "above".
+DUPLICATE_CALL_SESSION = (
+    "This exact call was already run in this MCP session, so it was not run again: the "
+    "answer to that earlier call is its result. Use that, or make a different call (other "
+    "words for a search, another address for a read); a new session starts with no calls "
+    "and fresh budgets."
+)
+
+
+def duplicate_call(scope: Scope) -> str:
+    """The tool result of a repeated call, in the words of its scope."""
+    if scope is Scope.SESSION:
+        return DUPLICATE_CALL_SESSION
+    return DUPLICATE_CALL.format(scope=scope)
+
+
 #: Tool result of a call to a tool that is not offered.
 UNKNOWN_TOOL = "There is no tool named {name}; nothing was run. The tools are: {names}."
 #: Tool result of a call whose arguments are not a JSON object.
