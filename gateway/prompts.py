@@ -314,6 +314,11 @@ MCP_PROGRESS_READ = "read: {title} — {url}"
 MCP_PROGRESS_NOT_READ = "not read: {url} ({reason})"
 #: A call refused because the gateway is shutting down.
 MCP_SHUTTING_DOWN = "The gateway is shutting down; nothing was run. Try again in a moment."
+#: A JSON-RPC request whose id is the id of a request of the session still being answered.
+MCP_DUPLICATE_ID = (
+    "Invalid Request: id {id} is the id of a request still running in this session, so this "
+    "one was not run. Send it with an id not in use; the earlier request keeps its answer."
+)
 #: A new session refused: the key has its limit of sessions open.
 MCP_KEY_SESSIONS = (
     "Too many MCP sessions for this key: close one (DELETE) or wait until one expires."
