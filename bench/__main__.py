@@ -17,6 +17,7 @@ BENCHES = (
     "tooltext",
     "gateway_stream",
     "research",
+    "scaling",
 )
 
 
