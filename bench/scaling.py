@@ -31,18 +31,18 @@ from typing import Any, cast
 import httpx
 from mcp_types import jsonrpc_message_adapter
 
-from fetcher.extract import read_document
-from fetcher.pdftext import read_pdf
-from gateway.addresses import allowed_hosts
-from gateway.engine import MAX_EVENT_BYTES, EngineClient
-from gateway.engine_http import EngineExchange
-from gateway.mcp_http import _read_message
-from gateway.proxy import relay
-from gateway.request import parse_chat_request
-from gateway.searxng import MAX_BODY_BYTES as SEARXNG_MAX_BYTES
-from gateway.searxng_answer import read_answer
+from fetcher.html.extract import read_document
+from fetcher.pdf.text import read_pdf
+from gateway.api.request import parse_chat_request
+from gateway.engine.client import MAX_EVENT_BYTES, EngineClient
+from gateway.engine.http import EngineExchange
+from gateway.engine.proxy import relay
+from gateway.loop.tooltext.filter import TextToolFilter
+from gateway.mcp.http import _read_message
 from gateway.settings import DEFAULT_MAX_BODY_BYTES, EngineSettings
-from gateway.tooltext import TextToolFilter
+from gateway.tools.fetch.addresses import allowed_hosts
+from gateway.tools.search.answer import read_answer
+from gateway.tools.search.searxng import MAX_BODY_BYTES as SEARXNG_MAX_BYTES
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -178,7 +178,7 @@ def _pdf(size: int) -> bytes:
 
 
 class _Exchange:
-    """What `gateway.engine_http.open_exchange` returns, reading from memory."""
+    """What `gateway.engine.http.open_exchange` returns, reading from memory."""
 
     def __init__(self, body: bytes) -> None:
         self.status = 200

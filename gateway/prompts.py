@@ -191,7 +191,7 @@ SEARCH_QUERY_TOO_LONG = (
     "A query is longer than {most} characters; search with a few keywords instead. Nothing "
     "was searched."
 )
-#: SearXNG failures by cause (``gateway.searxng_answer.FailureCause``): what happened, then
+#: SearXNG failures by cause (``gateway.tools.search.answer.FailureCause``): what happened, then
 #: what the operator should change. Placeholders: at (empty in the text the model reads,
 #: which never holds SearXNG's internal address; " at <base URL>" in /healthz), status_detail,
 #: detail, seconds.

@@ -21,13 +21,13 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.download import Downloader
+from fetcher.isolation.workers import WorkerPool
 from fetcher.metrics import Metrics
-from fetcher.policy import Policy
-from fetcher.resolver import StaticResolver
+from fetcher.net.download import Downloader
+from fetcher.net.policy import Policy
+from fetcher.net.resolver import StaticResolver
 from fetcher.server import FetcherServer
 from fetcher.settings import Settings, parse_listen
-from fetcher.workers import WorkerPool
 from testkit.origin import NAMES
 
 #: The repository, where ``tests.support`` imports from.
