@@ -18,6 +18,7 @@ BENCHES = (
     "addresses",
     "gateway_stream",
     "research",
+    "scaling",
 )
 
 

@@ -120,7 +120,8 @@ class GatewayMetrics:
         self.mcp_refused = Counter(
             "tigress_gateway_mcp_refused_requests_total",
             "Requests to /mcp refused before the MCP layer, by reason (origin, host, auth, "
-            "rate_limited, protocol_version, unknown_session, too_large, shutdown).",
+            "rate_limited, protocol_version, unknown_session, too_large, shutdown, "
+            "duplicate_id).",
             ["reason"],
             registry=registry,
         )

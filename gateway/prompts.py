@@ -63,12 +63,34 @@ SEARCH_BUDGET_SPENT = (
 PAGE_BUDGET_SPENT = (
     "The page budget is spent ({limit} pages read); nothing was read. Answer from what you have."
 )
+#: Tool result of a call past the page budget while reads running at the same time hold
+#: the rest of it (they may read fewer pages and give some back).
+PAGE_BUDGET_HELD = (
+    "The rest of the page budget ({limit} pages) is held by the other reads running now; "
+    "nothing was read. If you still need this page, ask for it again after their results."
+)
 
 #: Tool result of a call that repeats one already run in this answer (or MCP session).
 DUPLICATE_CALL = (
     "This exact call was already run in this {scope}, so it was not run again; its result is "
     "above. Use what you have, or make a different call."
 )
+#: The same over MCP, where an agent's context may not hold the earlier result "above".
+DUPLICATE_CALL_SESSION = (
+    "This exact call was already run in this MCP session, so it was not run again: the "
+    "answer to that earlier call is its result. Use that, or make a different call (other "
+    "words for a search, another address for a read); a new session starts with no calls "
+    "and fresh budgets."
+)
+
+
+def duplicate_call(scope: Scope) -> str:
+    """The tool result of a repeated call, in the words of its scope."""
+    if scope is Scope.SESSION:
+        return DUPLICATE_CALL_SESSION
+    return DUPLICATE_CALL.format(scope=scope)
+
+
 #: Tool result of a call to a tool that is not offered.
 UNKNOWN_TOOL = "There is no tool named {name}; nothing was run. The tools are: {names}."
 #: Tool result of a call whose arguments are not a JSON object.
@@ -168,52 +190,54 @@ SEARCH_QUERY_TOO_LONG = (
     "was searched."
 )
 #: SearXNG failures by cause (``gateway.tools.search.answer.FailureCause``): what happened, then
-#: what the operator should change. Placeholders: url, status_detail, detail, seconds.
+#: what the operator should change. Placeholders: at (empty in the text the model reads,
+#: which never holds SearXNG's internal address; " at <base URL>" in /healthz), status_detail,
+#: detail, seconds.
 SEARXNG_FAILURES = {
     "unreachable": (
-        "The search failed: SearXNG at {url} cannot be reached ({detail}). The operator "
-        "should start SearXNG there, or set TIGRESS_SEARXNG_URL to where it runs."
+        "The search failed: SearXNG{at} cannot be reached ({detail}). The operator "
+        "should start SearXNG, or set TIGRESS_SEARXNG_URL to where it runs."
     ),
     "timeout": (
-        "The search failed: SearXNG at {url} did not answer within {seconds} seconds. The "
+        "The search failed: SearXNG{at} did not answer within {seconds} seconds. The "
         "operator should lower SearXNG's outgoing.max_request_timeout below that, or raise "
         "the gateway's [timeouts] searxng."
     ),
     "broken": (
-        "The search failed: the connection to SearXNG at {url} broke before its answer was "
+        "The search failed: the connection to SearXNG{at} broke before its answer was "
         "complete ({detail}). The operator should check SearXNG's log, and that "
         "TIGRESS_SEARXNG_URL points at SearXNG itself."
     ),
     "bad_request": (
-        "The search failed: SearXNG at {url} rejected the request ({status_detail}). The "
+        "The search failed: SearXNG{at} rejected the request ({status_detail}). The "
         "operator should report this as a gateway bug, with SearXNG's version."
     ),
     "json_disabled": (
-        "The search failed: SearXNG at {url} refuses JSON answers (HTTP 403). The operator "
+        "The search failed: SearXNG{at} refuses JSON answers (HTTP 403). The operator "
         "should add json to search.formats in SearXNG's settings.yml and restart it."
     ),
     "rate_limited": (
-        "The search failed: SearXNG's limiter at {url} refused the gateway (HTTP 429 Too Many "
+        "The search failed: SearXNG's limiter{at} refused the gateway (HTTP 429 Too Many "
         "Requests). The operator should set server.limiter to false in SearXNG's "
         "settings.yml, or add the gateway's address to botdetection.ip_lists.pass_ip in its "
         "limiter.toml."
     ),
     "server_error": (
-        "The search failed: SearXNG at {url} had an internal error ({status_detail}). The "
+        "The search failed: SearXNG{at} had an internal error ({status_detail}). The "
         "operator should look at SearXNG's log."
     ),
     "http_status": (
-        "The search failed: SearXNG at {url} answered {status_detail} instead of search "
+        "The search failed: SearXNG{at} answered {status_detail} instead of search "
         "results. The operator should check that TIGRESS_SEARXNG_URL is SearXNG's base URL "
         "and that its limiter lets the gateway through."
     ),
     "content_type": (
-        "The search failed: the answer from {url} is {detail}, not SearXNG's JSON. The "
+        "The search failed: the answer from SearXNG{at} is {detail}, not SearXNG's JSON. The "
         "operator should check that TIGRESS_SEARXNG_URL is SearXNG's base URL, with json in "
         "its search.formats."
     ),
     "not_json": (
-        "The search failed: the answer from {url} is not SearXNG's JSON ({detail}). The "
+        "The search failed: the answer from SearXNG{at} is not SearXNG's JSON ({detail}). The "
         "operator should check that TIGRESS_SEARXNG_URL is SearXNG's base URL, not a page or "
         "a proxy in front of it."
     ),
@@ -239,6 +263,13 @@ FETCH_TIMEOUT = "Reading {url} took too long and was stopped."
 FETCH_UNAVAILABLE = (
     "The page reader is not available, so {url} was not read. The operator should start the "
     "fetcher (make run starts it), or set TIGRESS_FETCHER to where it listens."
+)
+#: The fetcher stopped answering after some pages were read (it was killed or restarted):
+#: the pages above are kept, and the model is told the rest is missing, and why.
+FETCH_UNAVAILABLE_MIDWAY = (
+    "The page reader (fetcher) became unavailable during the read: the pages above were "
+    "read, the rest of the pages linked from {url} were not. The operator should check that "
+    "the fetcher is running."
 )
 #: The fetcher runs its maximum of reads (RESOURCE_EXHAUSTED).
 FETCH_BUSY = (
@@ -281,6 +312,11 @@ MCP_PROGRESS_READ = "read: {title} — {url}"
 MCP_PROGRESS_NOT_READ = "not read: {url} ({reason})"
 #: A call refused because the gateway is shutting down.
 MCP_SHUTTING_DOWN = "The gateway is shutting down; nothing was run. Try again in a moment."
+#: A JSON-RPC request whose id is the id of a request of the session still being answered.
+MCP_DUPLICATE_ID = (
+    "Invalid Request: id {id} is the id of a request still running in this session, so this "
+    "one was not run. Send it with an id not in use; the earlier request keeps its answer."
+)
 #: A new session refused: the key has its limit of sessions open.
 MCP_KEY_SESSIONS = (
     "Too many MCP sessions for this key: close one (DELETE) or wait until one expires."

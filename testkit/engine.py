@@ -28,9 +28,10 @@ class Data:
 
 @dataclass(frozen=True)
 class Raw:
-    """Bytes written as they are (comment lines, old error fields, broken framing)."""
+    """Bytes written as they are (comment lines, old error fields, broken framing, bytes
+    that are not UTF-8)."""
 
-    text: str
+    text: str | bytes
 
 
 @dataclass(frozen=True)
@@ -433,7 +434,7 @@ class FakeEngine:
             if isinstance(step, Data):
                 send(b"data: " + json.dumps(step.obj).encode() + b"\n\n")
             elif isinstance(step, Raw):
-                send(step.text.encode())
+                send(step.text if isinstance(step.text, bytes) else step.text.encode())
             elif isinstance(step, Drop):
                 await writer.drain()
                 writer.transport.abort()

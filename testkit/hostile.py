@@ -96,6 +96,19 @@ def dense_pages() -> dict[str, bytes]:
     return pages
 
 
+def crowded_element(*, size: int = TWO_MIB) -> bytes:
+    """One element with as many distinct attributes as ``size`` holds (about 220,000 in
+    2 MiB): libxml2's attribute check is quadratic in them (issue 22, finding 11)."""
+    head, tail = b"<html><body><div", b">x</div></body></html>"
+    names: list[bytes] = []
+    used = len(head) + len(tail)
+    while used < size - 16:
+        name = b" a%d=1" % len(names)
+        names.append(name)
+        used += len(name)
+    return head + b"".join(names) + tail
+
+
 def widest_answer() -> bytes:
     """A 300-character title, 13,000 characters of text and 24 links of 2,048 characters,
     all in four-byte UTF-8: the largest answer a page can give."""
@@ -108,4 +121,5 @@ def hostile_pages() -> dict[str, bytes]:
     """Every hostile page above, by name."""
     pages = {name: nested(*tags) for name, tags in NESTED_SHAPES.items()}
     pages["nested <nav><main> (issue 15)"] = nested_landmarks()
+    pages["crowded element (issue 22)"] = crowded_element()
     return pages | code_pages() | dense_pages() | {"widest answer": widest_answer()}

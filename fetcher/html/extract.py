@@ -3,7 +3,8 @@
 The HTML pipeline is "pruned+" from ``shared/notes/extraction.md``, measured to put the most
 article text into the first 12,000 characters:
 
-1. decode (:mod:`fetcher.html.charset`) and parse once with lxml;
+1. decode (:mod:`fetcher.html.charset`), cap each element's attributes (:mod:`fetcher.html.attrcap`: libxml2
+   is quadratic in them) and parse once with lxml;
 2. take the title, and the links from the unpruned tree (:mod:`fetcher.html.links`);
 3. drop page chrome on the tree (:mod:`fetcher.html.prune`);
 4. find the main content (:mod:`fetcher.html.content`): when it is clear, keep only it, so the
@@ -38,6 +39,7 @@ from lxml.html import (
     document_fromstring,
 )
 
+from fetcher.html.attrcap import cap_attributes
 from fetcher.html.charset import decode_body
 from fetcher.html.content import MainContent, MainContentVerdict, find_main_content, keep_only
 from fetcher.html.links import MAX_LINKS, are_page_links, page_links
@@ -237,6 +239,8 @@ def _parse(markup: str) -> HtmlElement | None:
 
 def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     markup = _XML_DECLARATION.sub("", markup, count=1).replace("\x00", "\ufffd")
+    # Before libxml2, whose attribute check is quadratic in one element's attributes.
+    markup = cap_attributes(markup)
     root = _parse(markup)
     if root is None:
         # Nothing lxml accepts as a document (empty, or only comments): strip tags by hand.

@@ -103,10 +103,11 @@ def encode(obj: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
-def boundary(buffer: bytes) -> int:
-    """Index just past the last complete event in ``buffer`` (0 when none)."""
-    lf = buffer.rfind(b"\n\n")
-    crlf = buffer.rfind(b"\r\n\r\n")
+def boundary(buffer: bytes | bytearray, start: int = 0) -> int:
+    """Index just past the last complete event in ``buffer`` (0 when none), looking only
+    at blank lines that begin at ``start`` or later (what came since the last look)."""
+    lf = buffer.rfind(b"\n\n", start)
+    crlf = buffer.rfind(b"\r\n\r\n", start)
     return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
 
 

@@ -150,16 +150,25 @@ class EngineClient:
                 if exchange.status >= 400:
                     raise await status_error(exchange)
                 decoder = SSEDecoder()
-                pending = b""
+                # What is not whole yet, in the pieces it came in: a read without a line
+                # end cannot finish a line or an event, so it is only kept. Joining and
+                # scanning the held bytes on every read would cost the square of one large
+                # event (bench/scaling.py).
+                pending: list[bytes] = []
+                size = 0
                 while data := await exchange.read():
-                    chunks, pending = _whole(pending + data, decoder)
-                    for chunk in chunks:
-                        if chunk is None:
-                            await _finish(exchange)
-                            return
-                        yield chunk
-                    bounded(len(pending) + decoder.held)
-                for chunk in _last(pending, decoder):
+                    pending.append(data)
+                    size += len(data)
+                    if b"\n" in data:
+                        chunks, rest = _whole(b"".join(pending), decoder)
+                        pending, size = ([rest], len(rest)) if rest else ([], 0)
+                        for chunk in chunks:
+                            if chunk is None:
+                                await _finish(exchange)
+                                return
+                            yield chunk
+                    bounded(size + decoder.held)
+                for chunk in _last(b"".join(pending), decoder):
                     if chunk is None:
                         return
                     yield chunk
@@ -281,7 +290,13 @@ def _events(events: bytes, decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
         if block.startswith(b"data: {") and b"\n" not in block:
             try:
                 payload = json.loads(block[6:])
+            except UnicodeDecodeError:
+                # Bytes that are not UTF-8 become U+FFFD, as in the line path and in
+                # pass-through: the chunk's text is kept, never dropped unseen.
+                payload = _loads(block[6:].decode("utf-8", "replace"))
             except (ValueError, RecursionError):
+                continue
+            if payload is None:
                 continue
             if "error" in payload:
                 raise EngineStreamError(error_from_payload(payload)[0])
@@ -291,6 +306,14 @@ def _events(events: bytes, decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
             return
         else:
             yield from _lines([*block.split(b"\n"), b""], decoder)
+
+
+def _loads(text: str) -> Any:
+    """The JSON value of ``text``, or None when it is not JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _lines(lines: list[bytes], decoder: SSEDecoder) -> Iterator[EngineChunk | None]:

@@ -46,16 +46,21 @@ async def relay(response: EngineExchange, engine: EngineSettings) -> AsyncGenera
         EngineStreamError: An event grew past `gateway.engine.client.MAX_EVENT_BYTES` without
             its blank line: an engine that never ends one is not held in memory.
     """
-    buffer = b""
+    # Grown in place, and searched only where a blank line may have begun since the last
+    # look: copying and rescanning it on every read would cost the square of one large
+    # event (bench/scaling.py).
+    buffer = bytearray()
     done = False
     with engine_errors(engine):
         while part := await response.read():
-            buffer = buffer + part if buffer else part
-            cut = sse.boundary(buffer)
+            start = max(0, len(buffer) - 3)  # a blank line may straddle the two reads
+            buffer += part
+            cut = sse.boundary(buffer, start)
             if not cut:
                 bounded(len(buffer))
                 continue
-            events, buffer = buffer[:cut], buffer[cut:]
+            events = bytes(buffer[:cut])
+            del buffer[:cut]
             bounded(len(buffer))
             if sse.has_old_errors(events):
                 events = sse.repair_old_errors(events, _repair)
@@ -63,7 +68,7 @@ async def relay(response: EngineExchange, engine: EngineSettings) -> AsyncGenera
             yield Raw(events, sse.count_tokens(events))
     if buffer.strip():
         # The engine ended without the blank line after its last event.
-        tail = buffer.rstrip(b"\r\n") + b"\n\n"
+        tail = bytes(buffer).rstrip(b"\r\n") + b"\n\n"
         if sse.has_old_errors(tail):
             tail = sse.repair_old_errors(tail, _repair)
         done = done or b"[DONE]" in tail

@@ -243,7 +243,7 @@ def vet_call(
             decoded,
             text,
             CallVerdict.DUPLICATE,
-            prompts.DUPLICATE_CALL.format(scope=scope),
+            prompts.duplicate_call(scope),
             key,
         )
     seen.add(key)
@@ -257,6 +257,23 @@ def _subject(shape: CallShape, arguments: Mapping[str, Any]) -> tuple[str, str] 
     if shape.subject is None or not isinstance(value, str):
         return None
     return shape.subject, " ".join(value.split())[:SUBJECT_CHARS]
+
+
+def settle_seen(seen: set[str], key: str, outcome: str) -> None:
+    """Count a call that ran as run; forget one that a rule or a budget refused.
+
+    A refused call did nothing (no search, no page read): the same call may succeed
+    later in the answer or session, once a search has found its address or pages were
+    given back, so a repeat of it is no repeat.
+
+    Args:
+        seen: The answer's (or session's) keys of calls already run, as `vet_call` left
+            them (``key`` in it).
+        key: The call's dedup key.
+        outcome: Its tool-call outcome (``gateway.tools.base.ToolOutcome`` values).
+    """
+    if outcome == "refused":
+        seen.discard(key)
 
 
 #: Characters of a subject kept in the event (a query is at most 400, an address 4096).

@@ -28,6 +28,7 @@ from gateway.loop.calls import (
     RawCall,
     ToolCallAssembler,
     VettedCall,
+    settle_seen,
     vet_call,
     working,
 )
@@ -482,6 +483,7 @@ class ChatTurn:
                 outcome = ToolOutcome.ERROR.value
             else:
                 text, outcome = done.text, done.outcome.value
+                settle_seen(self._seen, call.key, outcome)
             yield CallEnded(label, outcome)
             self._conversation.add_tool(call.call_id, f"{text.rstrip()}\n{self.budgets.trailer()}")
         if result.malformed:

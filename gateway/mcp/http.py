@@ -19,8 +19,10 @@ route, `McpOriginGuard` and `gateway.http.access.Access`):
    ``Mcp-Session-Id`` may only be ``initialize``, which opens a session if the key and
    the gateway have room (429, 503 otherwise); a request naming a session the key did
    not open, or that ended, gets 404.
-4. The SDK's session manager serves it. When a POST carrying a tool call ends before
-   its answer was sent (the client went away), the call is cancelled.
+4. A request reusing the JSON-RPC id of one still being answered in its session gets
+   409 (the SDK would orphan the first). Otherwise the SDK's session manager serves it.
+   When a POST carrying a tool call ends before its answer was sent (the client went
+   away), the call is cancelled.
 
 Sessions end when the client sends DELETE, when they were idle for ``[mcp]
 session_idle`` seconds, and at shutdown; the gateway ends one by sending the SDK the
@@ -426,7 +428,24 @@ class McpEndpoint:
     async def _serve(
         self, session: McpSession, body: _Body | None, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        """A request of an open session, through the SDK."""
+        """A request of an open session, through the SDK.
+
+        A request whose JSON-RPC id is the id of one still being answered in the session
+        gets a 409 with a JSON-RPC error at once: the SDK keeps one answer stream per id,
+        so it would take the first request's stream, leave that POST unanswered, and its
+        end would cancel the first call. JSON-RPC ids must be unique among a sender's
+        requests in flight (MCP 2025-11-25, base protocol), so only a faulty or hostile
+        client meets this.
+        """
+        # The id of a request (a message with a method); a client's answers carry ids too.
+        request_id = body.request_id if body is not None and body.method is not None else None
+        if request_id is not None:
+            if request_id in session.requests:
+                self._metrics.mcp_refused.labels("duplicate_id").inc()
+                message = prompts.MCP_DUPLICATE_ID.format(id=json.dumps(request_id))
+                await rpc_error(409, message, request_id=request_id)(scope, receive, send)
+                return
+            session.requests.add(request_id)
         self._sessions.enter(session)
         status = 0
 
@@ -440,9 +459,10 @@ class McpEndpoint:
             await self._manager.handle_request(scope, receive, watch)
         finally:
             self._sessions.leave(session)
-            if body is not None and body.request_id is not None:
+            if request_id is not None:
+                session.requests.discard(request_id)
                 # The exchange is over; a call still running has nobody to answer.
-                running = session.calls.pop(body.request_id, None)
+                running = session.calls.pop(request_id, None)
                 if running is not None:
                     running.cancel()
             ended = scope["method"] == "DELETE" and 200 <= status < 300

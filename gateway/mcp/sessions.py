@@ -82,6 +82,8 @@ class McpSession:
         in_flight: HTTP requests of this session being served now.
         idle_since: Clock time the last request in flight ended.
         calls: Tool calls running now, by JSON-RPC request id.
+        requests: JSON-RPC ids of the client's requests being answered now: an id may
+            not be used again until its answer was sent (`gateway.mcp.http`).
         log_level: The least severe log level the client wants (``logging/setLevel``).
     """
 
@@ -93,6 +95,7 @@ class McpSession:
     seen: set[str] = field(default_factory=set)
     in_flight: int = 0
     calls: dict[str | int, Cancellable] = field(default_factory=dict)
+    requests: set[str | int] = field(default_factory=set)
     log_level: str = "info"
 
 

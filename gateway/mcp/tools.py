@@ -10,7 +10,8 @@ session's `gateway.tools.base.ToolContext` (`gateway.mcp.sessions`). Over MCP:
   no user messages reach the gateway). The tools' own texts say "session" where the chat
   loop's say "answer" (`gateway.prompts.Scope`, from the session's ToolContext).
 - ``tools/call`` is vetted like a call of the chat loop (`gateway.loop.calls.vet_call`:
-  required arguments, a repeat of a call already run in the session is not run again),
+  required arguments, a repeat of a call already run in the session is not run again;
+  a call a rule or a budget refused did not run, so it is no repeat later),
   holds one of the key's concurrent chats and one of the gateway's chat slots while it
   runs, is bounded by the ``tool`` timeout, and answers with the tool's text and the
   budget trailer (SPEC 5). A call that failed (the tool, its timeout, its arguments, the
@@ -46,7 +47,7 @@ from starlette.requests import Request
 from gateway import prompts
 from gateway.errors import GatewayError
 from gateway.http.access import KeyLimits
-from gateway.loop.calls import CallVerdict, RawCall, vet_call
+from gateway.loop.calls import CallVerdict, RawCall, settle_seen, vet_call
 from gateway.mcp.sessions import McpSession, McpSessions
 from gateway.metrics import GatewayMetrics
 from gateway.stream.drain import Drain
@@ -208,6 +209,7 @@ class McpTools:
             return types.CallToolResult(
                 content=[types.TextContent(text=f"{tool.name} was cancelled.")], is_error=True
             )
+        settle_seen(session.seen, vetted.key, result.outcome.value)
         return self._answer(session, tool.name, result.text, result.outcome.value)
 
     def _answer(

@@ -143,7 +143,10 @@ class BudgetCounter:
         self.searches_limit = searches
         self.pages_limit = pages
         self.searches_used = 0
+        #: Pages read, and pages reserved by reads still running (`reserve_pages`).
         self.pages_used = 0
+        #: Of `pages_used`, the pages reserved by reads still running: not read yet.
+        self.pages_held = 0
 
     @property
     def searches_left(self) -> int:
@@ -176,11 +179,42 @@ class BudgetCounter:
         """Return reserved pages that were not read (a crawl that stopped early)."""
         self.pages_used = max(0, self.pages_used - max(unused, 0))
 
+    def reserve_pages(self, wanted: int) -> int:
+        """Hold up to ``wanted`` pages for a read about to run; return how many (maybe 0).
+
+        They count against the budget at once, so reads running at the same time never
+        pass it together, but they are not pages read until `settle_pages`.
+        """
+        granted = self.take_pages(wanted)
+        self.pages_held += granted
+        return granted
+
+    def settle_pages(self, reserved: int, read: int) -> None:
+        """End a reservation of ``reserved`` pages of which ``read`` were read: the
+        budget is charged for those only."""
+        self.pages_held = max(0, self.pages_held - reserved)
+        self.give_back_pages(reserved - min(max(read, 0), reserved))
+
+    @property
+    def pages_read(self) -> int:
+        """Pages read so far (the reservations of reads still running left out)."""
+        return max(0, self.pages_used - self.pages_held)
+
+    def page_refusal(self) -> str:
+        """The tool text of a read refused because no page is left (`pages_left` is 0).
+
+        Spent means read: while reads running at the same time hold the rest, the text
+        says so instead, so it never disagrees with the trailer, which counts pages read.
+        """
+        if self.pages_held:
+            return prompts.PAGE_BUDGET_HELD.format(limit=self.pages_limit)
+        return prompts.PAGE_BUDGET_SPENT.format(limit=self.pages_limit)
+
     def trailer(self) -> str:
-        """The last line of every tool result."""
+        """The last line of every tool result: the pages are pages read."""
         return prompts.BUDGET_TRAILER.format(
             searches_used=self.searches_used,
             searches_limit=self.searches_limit,
-            pages_used=self.pages_used,
+            pages_used=self.pages_read,
             pages_limit=self.pages_limit,
         )

@@ -259,10 +259,10 @@ async def test_a_repeated_call_is_not_run_again_in_the_session(
         again = await client.call_tool(SEARCH, {"query": "  Kettle   DESCALE "})
     assert not again.is_error
     assert text_of(again) == (
-        f"{prompts.DUPLICATE_CALL.format(scope='session')}\n"
+        f"{prompts.duplicate_call(prompts.Scope.SESSION)}\n"
         "Searches used 1 of 16; pages read 0 of 12"
     )
-    assert text_of(again).startswith("This exact call was already run in this session,")
+    assert text_of(again).startswith("This exact call was already run in this MCP session,")
     assert world.searxng.searches() == ["kettle descale"]
 
 

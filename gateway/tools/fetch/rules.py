@@ -129,7 +129,7 @@ def plan_fetch(
     """Reserve the pages of one read and name its allowed hosts.
 
     Returns:
-        The plan, or None when no page is left (answer ``prompts.PAGE_BUDGET_SPENT`` and
+        The plan, or None when no page is left (answer `BudgetCounter.page_refusal` and
         read nothing). Reads running at the same time each reserve their own pages, so
         together they never pass the budget; :func:`settle` returns what was not read.
 
@@ -141,7 +141,7 @@ def plan_fetch(
     ``tests/gateway/tools/fetch/test_run.py::test_host_outside_the_answer_is_refused``
     and ``tests/e2e/test_research.py::test_a_redirect_elsewhere_does_not_widen_rule_1``.
     """
-    reserved = budgets.take_pages(min(PAGES_PER_READ, budgets.pages_left))
+    reserved = budgets.reserve_pages(min(PAGES_PER_READ, budgets.pages_left))
     if reserved == 0:
         return None
     hosts = allowed_hosts(ledger.searched_urls(), user_hosts)
@@ -150,7 +150,7 @@ def plan_fetch(
 
 def settle(budgets: BudgetCounter, plan: FetchPlan, pages_read: int) -> None:
     """Charge the budget for the pages read: give back the rest of the reservation."""
-    budgets.give_back_pages(plan.page_limit - min(pages_read, plan.page_limit))
+    budgets.settle_pages(plan.page_limit, pages_read)
 
 
 def problem_of(error: FetcherClientError) -> ReadProblem:
@@ -239,7 +239,10 @@ def tool_text(
         )
         for failure in failures
     ]
-    if problem is not None:
+    if problem is ReadProblem.UNAVAILABLE:
+        # Pages were read: "was not read" would be false, and it is not a timeout.
+        lines.append(prompts.FETCH_UNAVAILABLE_MIDWAY.format(url=url))
+    elif problem is not None:
         lines.append(_problem_line(problem, url, detail, scope))
     if lines:
         blocks.append("\n".join(lines))

@@ -91,7 +91,7 @@ async def fetch_page(
     plan = plan_fetch(url, ledger=ledger, budgets=budgets, user_hosts=user_hosts)
     if plan is None:
         yield FetchDone(
-            prompts.PAGE_BUDGET_SPENT.format(limit=budgets.pages_limit),
+            budgets.page_refusal(),
             "refused",
             problem=ReadProblem.BUDGET,
             unread=unread_event(url, ReadProblem.BUDGET),

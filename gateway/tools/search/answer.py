@@ -64,13 +64,17 @@ class SearchFailure:
 
     Attributes:
         cause: Why, as a vocabulary word.
-        message: One sentence naming the cause and what the operator should change.
+        message: One sentence naming the cause and what the operator should change, for
+            the model (and over MCP, an agent): it never holds SearXNG's address, which is
+            internal.
         status: The HTTP status, when one came back.
+        operator: The same sentence naming SearXNG's address, for /healthz.
     """
 
     cause: FailureCause
     message: str
     status: int | None = None
+    operator: str = ""
 
 
 class Coverage(enum.StrEnum):
@@ -195,17 +199,22 @@ def failure(
     detail: str = "",
     timeout: float = 0.0,
 ) -> SearchFailure:
-    """A failure with its sentence (wording in ``gateway.prompts``)."""
+    """A failure with its sentences (wording in ``gateway.prompts``): the model's without
+    SearXNG's address, the operator's with it."""
     template = prompts.SEARXNG_FAILURES[cause.value]
     detail = one_line(detail, DETAIL_CHARS)
     status_detail = f"HTTP {status}" if status is not None else "no status"
-    message = template.format(
-        url=origin,
-        status_detail=f"{status_detail}: {detail}" if detail else status_detail,
-        detail=detail or "no detail",
-        seconds=f"{timeout:g}",
+    fields = {
+        "status_detail": f"{status_detail}: {detail}" if detail else status_detail,
+        "detail": detail or "no detail",
+        "seconds": f"{timeout:g}",
+    }
+    return SearchFailure(
+        cause=cause,
+        message=template.format(at="", **fields),
+        status=status,
+        operator=template.format(at=f" at {origin}", **fields),
     )
-    return SearchFailure(cause=cause, message=message, status=status)
 
 
 def _status_failure(status: int, body: bytes, origin: str) -> SearchFailure:

@@ -167,7 +167,7 @@ class SearxngClient:
             if status == 200:
                 return SearxngHealth(ok=True, url=self.base_url)
             found = failure(FailureCause.HTTP_STATUS, origin=self.base_url, status=status)
-        return SearxngHealth(ok=False, url=self.base_url, problem=found.message, cause=found.cause)
+        return SearxngHealth(ok=False, url=self.base_url, problem=found.operator, cause=found.cause)
 
     async def health(self) -> dict[str, Any]:
         """SearXNG's part of ``/healthz``: :meth:`probe`, as JSON."""

@@ -14,7 +14,7 @@ from fetcher.crawl import Page, read_page
 from fetcher.html.extract import document_from_wire
 from fetcher.isolation.workers import Stopped, WorkerPool
 from testkit import tasks
-from testkit.hostile import code_pages, widest_answer
+from testkit.hostile import code_pages, crowded_element, widest_answer
 
 
 @pytest.mark.parametrize("name", list(code_pages()))
@@ -25,6 +25,17 @@ async def test_a_page_of_code_elements_is_read_within_the_limits(
     page = Page(body, "text/html", None, "https://example.com/", "example.com")
     result = await render_pool.run(read_page, page)
     assert not isinstance(result, Stopped), result
+
+
+async def test_one_element_of_two_mib_of_attributes_is_read_within_the_limits(
+    render_pool: WorkerPool,
+) -> None:
+    """libxml2 alone spends the 3 s CPU limit on it (issue 22, finding 11)."""
+    page = Page(crowded_element(), "text/html", None, "https://example.com/", "example.com")
+    result = await render_pool.run(read_page, page)
+    assert isinstance(result, dict), result
+    document = document_from_wire(result, url="https://example.com/", site="example.com")
+    assert document.text == "x"
 
 
 async def test_the_largest_answer_a_page_can_give_fits_the_reply_cap(
