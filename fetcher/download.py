@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 
 import httpcore
 
+from fetcher.domains import NO_LISTS, DomainLists, domain_refusal
 from fetcher.errors import HopError, NotPublicError
 from fetcher.guard import CheckedAddress, parse_address, resolve_and_check
 from fetcher.outcome import Downloaded, Failed, HopRecord, IPAddress, Outcome
@@ -252,8 +253,11 @@ class Downloader:
         ssl_context: ssl.SSLContext | None = None,
         observer: Callable[[HopRecord], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        lists: DomainLists = NO_LISTS,
     ) -> None:
         self.policy = policy if policy is not None else Policy()
+        #: The operator's deny_domains / allow_domains, applied to every hop.
+        self.lists = lists
         self.limits = limits if limits is not None else Limits()
         # A resolver this downloader makes is its to close; one passed in is the caller's.
         self._own_resolver: DnsResolver | None = None
@@ -306,7 +310,8 @@ class Downloader:
 
         # Security
         Rules 1-5 and 7 of SPEC 7, in order, for the first hop and (except rule 1) for
-        every redirect: parse strictly; the requested host must be allowed; one lookup;
+        every redirect: parse strictly; the requested host must be allowed; the
+        operator's lists (``denied``, on every hop, redirects included); one lookup;
         every answer public; connect to a checked address only, TLS verified against the
         name; 10 s for the whole page; at most 2 MiB decoded of a text type, or 16 MiB
         of a PDF (``pdf_max_bytes``), refused past it, never cut; only those types; at
@@ -419,6 +424,10 @@ class Downloader:
         hop.url = address.url
         if first and address.host not in allowed:
             raise HopError(Reason.NOT_IN_ANSWER, f"{address.host} is not an allowed host")
+        # SPEC 7 step 2: after rule 1, before any lookup, on every hop.
+        refused = domain_refusal(address.host, self.lists)
+        if refused is not None:
+            raise HopError(refused.reason, refused.detail)
         try:
             answers = await resolve_and_check(address, policy=self.policy, resolver=self._resolver)
         except NotPublicError as exc:

@@ -301,6 +301,7 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
     extra_ca = settings.extra_ca_file
     downloader = Downloader(
         observer=observer,
+        lists=settings.lists,
         ssl_context=default_ssl_context(extra_cadata=extra_ca.pem if extra_ca else None),
         limits=Limits(
             pdf_max_bytes=settings.pdf_max_bytes, pdfs_held=PDFS_HELD_PER_WORKER * pdfs.workers
@@ -364,6 +365,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--render-workers", metavar="N", help="page rendering processes")
     parser.add_argument("--pdf-workers", metavar="N", help="PDF reading processes at once")
     parser.add_argument("--log-sink", choices=("auto", "journal", "json"), help="fetch log sink")
+    parser.add_argument(
+        "--deny-domains", metavar="DOMAIN,...", help="domains never read (nor their subdomains)"
+    )
+    parser.add_argument(
+        "--allow-domains", metavar="DOMAIN,...", help="when set, the only domains read"
+    )
+    parser.add_argument("--cache-bytes", metavar="N", help="page cache size; 0 turns it off")
+    parser.add_argument("--cache-seconds", metavar="S", help="how long a page stays cached")
 
 
 def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = None) -> int:
@@ -382,6 +391,10 @@ def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = N
             "render_workers",
             "pdf_workers",
             "log_sink",
+            "deny_domains",
+            "allow_domains",
+            "cache_bytes",
+            "cache_seconds",
         )
     }
     try:
