@@ -44,7 +44,8 @@ from fetcher.download import Downloader, Limits
 from fetcher.errors import ConfigError
 from fetcher.journal import FetchLog, choose_sink
 from fetcher.metrics import Metrics, MetricsEndpoint, bind_metrics_listener
-from fetcher.outcome import HopRecord, TextRecord
+from fetcher.outcome import CacheRecord, HopRecord, TextRecord
+from fetcher.pagecache import PageCache
 from fetcher.pdfreader import PdfReader
 from fetcher.service import FetcherServicer, Reader
 from fetcher.settings import Listen, Settings, describe, load_settings
@@ -264,14 +265,17 @@ class FetcherServer:
 
 def fetch_observer(
     fetch_log: FetchLog, metrics: Metrics
-) -> Callable[[HopRecord | TextRecord], None]:
-    """The downloader's and the crawl's observer: each hop and each page given to a
-    reader goes to the fetch log and the metrics."""
+) -> Callable[[HopRecord | TextRecord | CacheRecord], None]:
+    """The downloader's and the crawl's observer: each hop, each page given to a reader
+    and each page had from the cache goes to the fetch log and the metrics."""
 
-    def observe(record: HopRecord | TextRecord) -> None:
+    def observe(record: HopRecord | TextRecord | CacheRecord) -> None:
         if isinstance(record, HopRecord):
             fetch_log.hop(record)
             metrics.observe_hop(record)
+        elif isinstance(record, CacheRecord):
+            fetch_log.cache(record)
+            metrics.observe_cache(record)
         else:
             fetch_log.text(record)
             metrics.observe_text(record)
@@ -307,12 +311,16 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
             pdf_max_bytes=settings.pdf_max_bytes, pdfs_held=PDFS_HELD_PER_WORKER * pdfs.workers
         ),
     )
+    cache = PageCache(max_bytes=settings.cache_bytes, seconds=settings.cache_seconds)
+    metrics.watch_cache(cache)
     crawler = Crawler(
         downloader=downloader,
         pool=pool,
         pdfs=pdfs,
         concurrency=settings.crawl_concurrency,
         observer=observer,
+        cache=cache,
+        cache_observer=observer,
     )
     server = FetcherServer(settings, reader=crawler, metrics=metrics, pool=pool)
     listeners = systemd_listeners(environ)
