@@ -12,7 +12,7 @@ import pytest
 from fetcher.crawl import Crawler
 from fetcher.domains import DomainLists
 from fetcher.download import Downloader
-from fetcher.journal import FetchLog, JsonLinesSink
+from fetcher.journal import FetchLog, JsonLinesSink, cache_record, journal_fields
 from fetcher.outcome import CacheRecord, HopRecord, TextRecord
 from fetcher.pagecache import PageCache
 from fetcher.reasons import Reason
@@ -280,3 +280,20 @@ async def test_the_fetch_log_marks_each_page(
     assert "secret" not in stream.getvalue()
     assert "Logged" not in stream.getvalue()
     assert sum(1 for line in lines if line.get("stage") is None) == 2  # hops of r1 only
+
+
+def test_a_cache_record_reads_as_one_journal_entry() -> None:
+    record = cache_record(
+        CacheRecord("https://origin.test/a?token=x", "shared", Reason.HTTP_STATUS, 0, 12, "r9"),
+        now=0.0,
+    )
+    fields = journal_fields(record, identifier="fetcher")
+    assert (
+        fields["MESSAGE"] == "cache failed https://origin.test/a shared 0B 12ms reason=http_status"
+    )
+    assert (fields["FETCH_STAGE"], fields["FETCH_CACHE"], fields["FETCH_REQUEST_ID"]) == (
+        "cache",
+        "shared",
+        "r9",
+    )
+    assert "token" not in str(fields)

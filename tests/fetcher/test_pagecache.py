@@ -201,3 +201,15 @@ async def test_a_waiting_read_that_leaves_does_not_end_the_flight() -> None:
     assert not wait.flight.cancelled()
     cache.settle(first, page(), keep=True)
     assert await wait.flight == page()
+
+
+async def test_the_expiry_queues_stay_bounded_when_entries_are_pushed_out() -> None:
+    # A long lifetime and room for two: every store pushes one out by size, long before it
+    # would expire, so only the rebuild keeps the queues from growing with each store.
+    one = size_of(page("x" * 100, "https://example.org/000000"), "https://example.org/000000")
+    cache = PageCache(max_bytes=2 * one, seconds=600, clock=Clock())
+    for n in range(5000):
+        key = f"https://example.org/{n:06d}"
+        cache.settle(lead(cache, key), page("x" * 100, key), keep=True)
+        assert sum(map(len, cache._expiry.values())) <= 2 * cache.entries + 64 + 1
+    assert cache.entries == 2
