@@ -6,6 +6,7 @@ import pytest
 
 from fetcher.domains import (
     DomainLists,
+    covering,
     covers,
     domain_refusal,
     parse_domains,
@@ -181,3 +182,21 @@ def test_a_written_host_that_is_not_one_passes_a_deny_list_but_no_allow_list() -
     assert refused is not None
     assert refused.reason is Reason.DENIED
     assert written_host_refusal("anything", DomainLists()) is None
+
+
+@pytest.mark.parametrize(("entry", "url", "expected"), COVERS)
+def test_the_set_look_up_agrees_with_the_definition(entry: str, url: str, expected: bool) -> None:
+    (domain,) = lists(deny=(entry,)).deny
+    host = host_of(url)
+    assert (covering(host, frozenset({domain})) is not None) is covers(domain, host) is expected
+
+
+def test_a_decision_costs_the_hosts_labels_not_the_lists_length() -> None:
+    """100,000 entries (a block list) and a 253-character host of 124 labels: the
+    decision looks up the host's suffixes, never walks the list."""
+    many = DomainLists(deny=tuple(f"blocked{n}.example" for n in range(100_000)))
+    host = ".".join(["a"] * 123 + ["example"])
+    assert len(host) <= 253
+    assert domain_refusal(host, many) is None
+    assert domain_refusal("x.blocked99999.example", many) is not None
+    assert many == DomainLists(deny=many.deny)  # the sets are not part of the value
