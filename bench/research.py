@@ -579,6 +579,8 @@ def _print_cache(figures: Figures) -> None:
             f"| {name} | {len(answers)} | {errors} | {_ms(seconds, 0.5):.0f} "
             f"| {_ms(seconds, 0.95):.0f} |"
         )
+        if errors:
+            print(f"  errors: {sorted({a.problem for a in answers if not a.ok})}")
     without = [a.seconds for a in figures.uncached]
     with_cache = [a.seconds for a in figures.cached]
     print(

@@ -14,7 +14,8 @@ later reads within ``cache_seconds`` get the kept outcome (``hit``). A leader th
 up (its client left, its deadline passed) hands over: one of the waiting reads leads in
 its place. Entries are bounded in bytes (least recently used go first) and in time;
 failures are kept at most 30 s; a page sent with ``Cache-Control: no-store`` or
-``private`` is never kept, nor is a failure that was the fetcher's own (``internal``).
+``private`` is never kept, and a failure that was the fetcher's own (``internal``) is
+neither kept nor shared.
 ``cache_bytes = 0`` turns the cache off: every read leads, nothing is shared or kept.
 
 Rule 1 and the operator's lists are checked by the caller before :meth:`PageCache.claim`
@@ -230,16 +231,23 @@ class PageCache:
     def settle(self, lead: Lead, kept: Kept, *, keep: bool) -> None:
         """Ends a lead with its outcome: the waiting reads get it, and it is kept if allowed.
 
+        A failure that was the fetcher's own (``internal``: a bug, a crashed worker) is
+        neither kept nor shared: it says nothing about the page, so the reads waiting go
+        on as if the lead had given up (one of them leads next).
+
         Args:
             lead: What :meth:`claim` gave this read.
             kept: The outcome.
-            keep: False when the page may not be kept (``no-store``, ``private``) or the
-                failure was the fetcher's own; the reads waiting still get it.
+            keep: False when the page may not be kept (``no-store``, ``private``); the
+                reads waiting still get it.
         """
         if lead.flight is None:
             return
+        if isinstance(kept, KeptFailure) and kept.reason is Reason.INTERNAL:
+            self._end_flight(lead, None)
+            return
         self._end_flight(lead, kept)
-        if keep and not (isinstance(kept, KeptFailure) and kept.reason is Reason.INTERNAL):
+        if keep:
             self._store(lead.key, kept)
 
     def abandon(self, lead: Lead) -> None:

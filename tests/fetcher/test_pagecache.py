@@ -122,7 +122,12 @@ async def test_failures_are_kept_at_most_30_seconds_and_internal_ones_never() ->
     clock.now += 0.2
     assert isinstance(cache.claim(KEY), Lead)
     other = "https://example.org/bug"
-    cache.settle(lead(cache, other), KeptFailure(other, Reason.INTERNAL, "bug"), keep=True)
+    first = lead(cache, other)
+    waiting = cache.claim(other)
+    cache.settle(first, KeptFailure(other, Reason.INTERNAL, "bug"), keep=True)
+    # Not kept, and not shared either: the read waiting leads a try of its own.
+    assert isinstance(waiting, Wait)
+    assert await waiting.flight is None
     assert isinstance(cache.claim(other), Lead)
 
 
