@@ -33,7 +33,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2
 
-from fetcher.domains import NO_LISTS, DomainLists, parse_domains, written_host_refusal
+from fetcher.net.domains import NO_LISTS, DomainLists, parse_domains, written_host_refusal
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.settings import DEV_SOCKET

@@ -3,7 +3,7 @@
 What is kept is a page's outcome as the crawl uses it, and nothing about the request
 that read it: for a page read, its final address, title, text, links, status and size
 (:class:`KeptPage`); for a page that failed, its address, reason and detail
-(:class:`KeptFailure`). The key is the normalised address (``fetcher.urls``: scheme and
+(:class:`KeptFailure`). The key is the normalised address (``fetcher.net.urls``: scheme and
 host lower-cased, IDNA, default port and fragment dropped). Allowed hosts, page limits,
 deadlines and request ids are never part of an entry or of its key, so a read can only
 ever be given what any read of that address would have been given.

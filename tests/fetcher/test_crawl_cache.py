@@ -10,14 +10,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from fetcher.crawl import Crawler
-from fetcher.domains import DomainLists
-from fetcher.download import Downloader
+from fetcher.isolation.workers import WorkerPool
 from fetcher.journal import FetchLog, JsonLinesSink, cache_record, journal_fields
+from fetcher.net.domains import DomainLists
+from fetcher.net.download import Downloader
 from fetcher.outcome import CacheRecord, HopRecord, TextRecord
 from fetcher.pagecache import PageCache
 from fetcher.reasons import Reason
 from fetcher.report import PageRead, Report
-from fetcher.workers import WorkerPool
 from testkit.origin import Origin, Reply, Request, html
 from tests.support.fixtures import DownloaderFactory
 

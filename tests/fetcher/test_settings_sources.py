@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fetcher.domains import DomainLists
 from fetcher.errors import ConfigError
+from fetcher.net.domains import DomainLists
 from fetcher.server import add_serve_arguments, run_serve
 from fetcher.settings import describe, load_settings
 

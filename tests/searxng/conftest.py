@@ -14,7 +14,7 @@ from contextlib import AbstractAsyncContextManager
 
 import pytest
 
-from fetcher.policy import Policy
+from fetcher.net.policy import Policy
 from testkit.origin import Origin
 from tests.llama.processes import Served
 from tests.searxng.build import missing, ready_paths

@@ -11,13 +11,13 @@ import pytest
 
 from fetcher.client import DomainLists
 from gateway import prompts
-from gateway.ledger import BudgetCounter, Ledger
-from gateway.search_run import web_search
-from gateway.searxng import SEARCH_HEADERS, SearxngClient, http_client
-from gateway.searxng_answer import FailureCause, SearchAnswer, SearchFailure, read_answer
+from gateway.tools.ledger import BudgetCounter, Ledger
+from gateway.tools.search.answer import FailureCause, SearchAnswer, SearchFailure, read_answer
+from gateway.tools.search.run import web_search
+from gateway.tools.search.searxng import SEARCH_HEADERS, SearxngClient, http_client
+from testkit.engine import text_reply, tool_reply
 from testkit.origin import Origin, html
 from tests.e2e.client import body, stream_answer
-from tests.gateway.fake_engine import text_reply, tool_reply
 from tests.llama.processes import Served
 from tests.searxng.conftest import GatewayFactory
 from tests.searxng.real import ResultServer
