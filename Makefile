@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Where `make run` puts the fetcher's socket.
 RUN_DIR ?= run
 
-.PHONY: run test lint bench proto clean venv install uninstall wheelhouse test-deps browser vendor llama-server
+.PHONY: run test lint bench proto clean venv install uninstall wheelhouse test-deps browser vendor llama-server searxng
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -41,6 +41,24 @@ run: $(STAMP)
 llama-server: $(STAMP)
 	$(BIN)/python -m tests.llama.build
 
+# The real SearXNG the tests/searxng suite talks to: its pinned source tarball from
+# ../shared/vendor/searxng beside the repository, in a venv of its own from its
+# requirements.txt, cached in ~/.cache/tigress/searxng (about a minute the first time,
+# instant after), and Debian's redis-server for its limiter, installed when root. Where
+# either cannot be had this says why, and those tests are skipped with the reason.
+searxng: $(STAMP)
+	@if ! command -v valkey-server >/dev/null && ! command -v redis-server >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's redis-server for SearXNG's limiter in the tests" >&2; \
+	    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends redis-server >&2 || \
+	      { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends redis-server >&2; }; } \
+	      || echo "could not install redis-server: the real-SearXNG tests will be skipped" >&2; \
+	  else \
+	    echo "no valkey-server or redis-server and not root: the real-SearXNG tests will be skipped" >&2; \
+	  fi; \
+	fi
+	$(BIN)/python -m tests.searxng.build
+
 # The page tests drive Debian's chromium through Debian's chromium-driver (never a browser
 # download). Installed here when missing and running as root; otherwise this says why, and
 # the browser tests fail naming what is missing (they never pass without a browser).
@@ -63,7 +81,7 @@ FETCHER_COVERAGE := 95
 # Coverage data of an earlier run (processes that exited after its combine: the render
 # pool's forkserver, the resource tracker) is removed first, so nothing stale is combined;
 # files a killed process left half written are dropped before the combine (tests/conftest.py).
-test: $(STAMP) test-deps browser llama-server
+test: $(STAMP) test-deps browser llama-server searxng
 	@rm -f .coverage .coverage.*
 	$(BIN)/python -m pytest --cov=fetcher --cov=gateway --cov-report=term:skip-covered $(PYTEST_ARGS)
 	$(BIN)/python -m coverage report --include='fetcher/*' --fail-under=$(FETCHER_COVERAGE) \

@@ -16,6 +16,13 @@ reset before each level). Then the 64-chat level is repeated and the resident me
 both after each repeat is printed: it must not grow. Targets: <= 50 ms added per answer
 at concurrency 1, no error at 64, memory flat across repeats.
 
+Then the page cache (SPEC 10), side by side: a second fetcher with the cache on (its
+defaults, 64 MiB for 600 s) behind a second gateway, and the 64-chat level run against
+each pair in turn (``CACHE_ROUNDS`` times each, alternating). Every answer reads the same
+three pages, as many people asking about one thing do: with the cache, the first read
+of a page downloads and renders it and every read after it (or at the same time) shares
+that. Printed: the whole answer's p50 and p95 without and with, and their ratio.
+
 The fetcher runs with ``max_concurrent_reads`` 128 (the default is 16): at 64 chats at
 once, 16 would refuse reads (RESOURCE_EXHAUSTED, a clear tool result, but an error here).
 
@@ -56,6 +63,7 @@ from fetcher.metrics import Metrics
 from fetcher.net.download import Downloader
 from fetcher.net.policy import Policy
 from fetcher.net.resolver import StaticResolver
+from fetcher.pagecache import PageCache
 from fetcher.server import FetcherServer
 from fetcher.settings import Settings, parse_listen
 from testkit.origin import Origin, Reply
@@ -72,6 +80,9 @@ SCRIPTED = ENGINE_ROUNDS * ENGINE_DELAY + PAGES * SITE_DELAY
 #: (chats at once, answers measured) per level.
 LEVELS = ((1, 30), (16, 96), (64, 192))
 REPEATS = 5
+#: Rounds of the 64-chat level against each fetcher, without and with the page cache.
+CACHE_ROUNDS = 2
+CACHE_BYTES = 64 * 1024 * 1024
 SIDE_BY_SIDE = 30
 WARMUP_ANSWERS = 8
 HOSTS = {"example.org": "origin.test", "example.com": "www.origin.test"}
@@ -173,7 +184,7 @@ async def _serve_engine(site_port: int) -> None:
         await wait_for_signal()
 
 
-async def _serve_fetcher(folder: Path, site_port: int) -> None:
+async def _serve_fetcher(folder: Path, site_port: int, socket: str, cache_bytes: int) -> None:
     context = ssl.create_default_context()
     load_ca(folder).configure_trust(context)
     # The explicit benchmark policy: the loopback site's address and port, nothing else.
@@ -186,11 +197,12 @@ async def _serve_fetcher(folder: Path, site_port: int) -> None:
             ssl_context=context,
         ) as downloader:
             settings = Settings(
-                listen=(parse_listen(f"unix:{folder / 'f.sock'}"),), max_concurrent_reads=128
+                listen=(parse_listen(f"unix:{folder / socket}"),), max_concurrent_reads=128
             )
+            cache = PageCache(max_bytes=cache_bytes)
             server = FetcherServer(
                 settings,
-                reader=Crawler(downloader=downloader, pool=pool, concurrency=4),
+                reader=Crawler(downloader=downloader, pool=pool, concurrency=4, cache=cache),
                 metrics=Metrics(CollectorRegistry()),
                 pool=pool,
             )
@@ -340,7 +352,54 @@ class Level:
     fetcher_peak: float
 
 
-async def run() -> tuple[list[Level], list[tuple[float, float]], list[tuple[float, float, float]]]:
+@dataclass
+class Figures:
+    """Everything measured."""
+
+    levels: list[Level]
+    repeats: list[tuple[float, float]]
+    side: list[tuple[float, float, float]]
+    #: Whole-answer seconds at 64 chats, without and with the page cache.
+    uncached: list[Answer]
+    cached: list[Answer]
+
+
+async def _gateway(
+    folder: Path, socket: str, engine_port: str, searxng_port: str
+) -> tuple[asyncio.subprocess.Process, str]:
+    """A gateway on a free port in front of the fetcher on ``socket``; its API's URL."""
+    gateway_port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIGRESS_")}
+    env |= {
+        "TIGRESS_ENGINE_URL": f"http://127.0.0.1:{engine_port}/v1",
+        "TIGRESS_SEARXNG_URL": f"http://127.0.0.1:{searxng_port}",
+        "TIGRESS_FETCHER": f"unix:{folder / socket}",
+        "TIGRESS_LISTEN": f"127.0.0.1:{gateway_port}",
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    return process, f"http://127.0.0.1:{gateway_port}"
+
+
+async def _healthy(client: httpx.AsyncClient, base: str) -> None:
+    for _ in range(400):
+        try:
+            health = (await client.get(f"{base}/healthz")).json()
+            if health["status"] == "ok":
+                return
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.05)
+    raise RuntimeError("the gateway did not come up healthy")
+
+
+async def run() -> Figures:
     """Start everything, measure every level and the repeats, stop everything."""
     folder = Path(tempfile.mkdtemp(prefix="tgr", dir="/tmp"))
     save_ca(folder)
@@ -353,38 +412,14 @@ async def run() -> tuple[list[Level], list[tuple[float, float]], list[tuple[floa
         started.append(searxng)
         engine, engine_port = await _spawn("engine", site_port)
         started.append(engine)
-        fetcher, fetcher_pid = await _spawn("fetcher", str(folder), site_port)
+        fetcher, fetcher_pid = await _spawn("fetcher", str(folder), site_port, "f.sock", "0")
         started.append(fetcher)
-        gateway_port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TIGRESS_")}
-        env |= {
-            "TIGRESS_ENGINE_URL": f"http://127.0.0.1:{engine_port}/v1",
-            "TIGRESS_SEARXNG_URL": f"http://127.0.0.1:{searxng_port}",
-            "TIGRESS_FETCHER": f"unix:{folder / 'f.sock'}",
-            "TIGRESS_LISTEN": f"127.0.0.1:{gateway_port}",
-        }
-        gateway = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "gateway",
-            env=env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{gateway_port}/v1"
+        gateway, base = await _gateway(folder, "f.sock", engine_port, searxng_port)
+        url = f"{base}/v1"
         pids = {"gateway": gateway.pid, "fetcher": int(fetcher_pid)}
         limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
         async with httpx.AsyncClient(timeout=120, trust_env=False, limits=limits) as client:
-            for _ in range(400):
-                try:
-                    health = (await client.get(f"http://127.0.0.1:{gateway_port}/healthz")).json()
-                    if health["status"] == "ok":
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
-            else:
-                raise RuntimeError("the gateway did not come up healthy")
+            await _healthy(client, base)
             warm = await _level(client, url, 4, WARMUP_ANSWERS)
             if not all(a.ok for a in warm):
                 raise RuntimeError(f"warm-up answers failed: {[a.problem for a in warm]}")
@@ -424,7 +459,23 @@ async def run() -> tuple[list[Level], list[tuple[float, float]], list[tuple[floa
                 repeats.append(
                     (_memory(pids["gateway"], "VmRSS"), _memory(pids["fetcher"], "VmRSS"))
                 )
-        return levels, repeats, side
+            # The page cache, side by side: a second fetcher with it on, its own gateway.
+            cached_fetcher, _ = await _spawn(
+                "fetcher", str(folder), site_port, "cached.sock", str(CACHE_BYTES)
+            )
+            started.append(cached_fetcher)
+            cached_gateway, cached_base = await _gateway(
+                folder, "cached.sock", engine_port, searxng_port
+            )
+            started.append(cached_gateway)
+            await _healthy(client, cached_base)
+            await _level(client, f"{cached_base}/v1", 4, WARMUP_ANSWERS)
+            uncached: list[Answer] = []
+            cached: list[Answer] = []
+            for _ in range(CACHE_ROUNDS):
+                uncached += await _level(client, url, chats, answers)
+                cached += await _level(client, f"{cached_base}/v1", chats, answers)
+        return Figures(levels, repeats, side, uncached, cached)
     finally:
         if gateway is not None:
             await stop(gateway)
@@ -452,9 +503,12 @@ def main() -> None:
         asyncio.run(_serve_engine(int(sys.argv[2])))
         return
     if role == ["fetcher"]:
-        asyncio.run(_serve_fetcher(Path(sys.argv[2]), int(sys.argv[3])))
+        asyncio.run(
+            _serve_fetcher(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
+        )
         return
-    levels, repeats, side = asyncio.run(run())
+    figures = asyncio.run(run())
+    levels, repeats, side = figures.levels, figures.repeats, figures.side
     print(
         "whole Web-on answers (2 searches, one 2-hop read of 3 pages, a cited answer); "
         f"scripted delays {SCRIPTED * 1000:.0f} ms per answer "
@@ -502,6 +556,35 @@ def main() -> None:
     print(
         f"memory growth from repeat 2 to {REPEATS}: gateway {growth[0]:+.1f} MiB, "
         f"fetcher {growth[1]:+.1f} MiB"
+    )
+
+    _print_cache(figures)
+
+
+def _print_cache(figures: Figures) -> None:
+    """The 64-chat level without and with the page cache, side by side."""
+    chats = LEVELS[-1][0]
+    print(
+        f"page cache at {chats} chats at once, every answer reading the same 3 pages "
+        f"({CACHE_ROUNDS} rounds of {LEVELS[-1][1]} answers each, alternating):"
+    )
+    print("| fetcher | answers | errors | whole answer p50 (ms) | p95 (ms) |")
+    print("|---|---|---|---|---|")
+    rows = (("no cache (cache_bytes = 0)", figures.uncached), ("cache on", figures.cached))
+    for name, answers in rows:
+        seconds = [a.seconds for a in answers]
+        errors = sum(not a.ok for a in answers)
+        print(
+            f"| {name} | {len(answers)} | {errors} | {_ms(seconds, 0.5):.0f} "
+            f"| {_ms(seconds, 0.95):.0f} |"
+        )
+        if errors:
+            print(f"  errors: {sorted({a.problem for a in answers if not a.ok})}")
+    without = [a.seconds for a in figures.uncached]
+    with_cache = [a.seconds for a in figures.cached]
+    print(
+        f"ratio without / with: p50 {_ms(without, 0.5) / _ms(with_cache, 0.5):.2f}x, "
+        f"p95 {_ms(without, 0.95) / _ms(with_cache, 0.95):.2f}x"
     )
 
 

@@ -33,15 +33,19 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2
 
+from fetcher.net.domains import NO_LISTS, DomainLists, parse_domains, written_host_refusal
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.settings import DEV_SOCKET
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
 
-# The report values and the reason vocabulary are part of what the gateway imports: it
-# may import only this module and the generated contract (tests/test_architecture.py).
+# The report values, the reason vocabulary and the operator's lists (one decision on both
+# sides of the boundary) are part of what the gateway imports: it may import only this
+# module and the generated contract (tests/test_architecture.py).
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "NO_LISTS",
+    "DomainLists",
     "FetcherBusy",
     "FetcherClient",
     "FetcherClientError",
@@ -58,8 +62,10 @@ __all__ = [
     "default_target",
     "failure_from_pb",
     "page_from_pb",
+    "parse_domains",
     "reason_from_pb",
     "report_from_pb",
+    "written_host_refusal",
 ]
 
 MIB = 1024 * 1024

@@ -22,6 +22,13 @@ page's site by construction (``fetcher.html.links``), so each is allowed as its 
 redirect may still leave the site (the cited site chose it), but links are only ever
 followed on the start page's site.
 
+Every page goes through the page cache (``fetcher.pagecache``, SPEC 10) once rule 1 and
+the operator's lists have admitted it for this read (``Downloader.check_start``): a page
+kept from an earlier read (``hit``), another read's download of it under way
+(``shared``), or this read's own download and render (``miss``), whose outcome is kept for
+the reads after it. What is kept is the page's outcome alone; depth, links followed and
+the report's limits stay this crawl's. Off (``cache_bytes = 0``), every page is a miss.
+
 An unexpected exception on one page is a bug: it is logged once with its traceback, the
 page is reported as ``internal`` (never as a network failure), the report counts it for
 the metrics, and the rest of the crawl goes on.
@@ -48,7 +55,18 @@ from fetcher.html.links import site_of
 from fetcher.isolation.workers import Stopped, Wire, WorkerPool
 from fetcher.net.download import PDF_TYPE, Downloader
 from fetcher.net.urls import Address, parse
-from fetcher.outcome import Downloaded, TextRecord
+from fetcher.outcome import CacheRecord, Downloaded, Failed, TextRecord
+from fetcher.pagecache import (
+    CacheResult,
+    Hit,
+    Kept,
+    KeptFailure,
+    KeptPage,
+    Lead,
+    PageCache,
+    Wait,
+    may_keep,
+)
 from fetcher.pdf.reader import PdfReader
 from fetcher.pdf.result import PdfFailure, PdfProblem
 from fetcher.reasons import Reason
@@ -176,6 +194,80 @@ class _Crawl:
             self.finish(page, PageFailed(page.url, Reason.INTERNAL, detail, page.depth))
 
     async def _read(self, page: _Found, *, allowed: Collection[str]) -> PageEvent | None:
+        """One page: rule 1 and the operator's lists for this read, then the page cache
+        (``fetcher.pagecache``): a kept outcome, another read's, or this read's own."""
+        started = time.monotonic()
+        checked = self.crawler.downloader.check_start(
+            page.url, allowed_hosts=allowed, request_id=self.request_id
+        )
+        if isinstance(checked, Failed):
+            return PageFailed(checked.url, checked.reason, checked.detail, page.depth)
+        cache = self.crawler.cache
+        elapsed_ms: int | None
+        while True:
+            claim = cache.claim(checked.url)
+            if isinstance(claim, Hit):
+                kept, how, elapsed_ms = claim.kept, CacheResult.HIT, None
+                break
+            if isinstance(claim, Wait):
+                # shield: a read that leaves must not cancel the flight the others share.
+                shared = await asyncio.shield(claim.flight)
+                if shared is None:
+                    continue  # the read that led gave up: lead, or wait for the next one
+                kept, how, elapsed_ms = shared, CacheResult.SHARED, None
+                break
+            kept, elapsed_ms = await self._lead(page, claim, allowed=allowed)
+            how = CacheResult.MISS
+            break
+        if elapsed_ms is None:
+            elapsed_ms = round((time.monotonic() - started) * 1000)
+        if cache.enabled:
+            self.crawler.observe_cache(
+                CacheRecord(
+                    url=checked.url,
+                    cache=how,
+                    reason=kept.reason if isinstance(kept, KeptFailure) else None,
+                    bytes=kept.bytes if isinstance(kept, KeptPage) else 0,
+                    elapsed_ms=elapsed_ms,
+                    request_id=self.request_id,
+                )
+            )
+        if isinstance(kept, KeptFailure):
+            return PageFailed(kept.url, kept.reason, kept.detail, page.depth)
+        final = self.key(kept.final_url)
+        self.seen.add(final)
+        if final in self.read_finals:
+            return None  # a redirect to a page already read: reported once, already
+        self.read_finals.add(final)
+        page.links = kept.links if page.depth < MAX_DEPTH else ()
+        return PageRead(
+            requested_url=page.url,
+            final_url=kept.final_url,
+            title=kept.title,
+            text=kept.text,
+            status=kept.status,
+            bytes=kept.bytes,
+            elapsed_ms=elapsed_ms,
+            depth=page.depth,
+        )
+
+    async def _lead(
+        self, page: _Found, lead: Lead, *, allowed: Collection[str]
+    ) -> tuple[Kept, int]:
+        """Downloads and reads the page for every read waiting on it; the outcome is kept
+        unless the page forbids it. Returns it with the download's milliseconds."""
+        try:
+            kept, keep, elapsed_ms = await self._load(page, allowed=allowed)
+        except BaseException:
+            self.crawler.cache.abandon(lead)
+            raise
+        self.crawler.cache.settle(lead, kept, keep=keep)
+        return kept, elapsed_ms
+
+    async def _load(self, page: _Found, *, allowed: Collection[str]) -> tuple[Kept, bool, int]:
+        """The page's download and text, as the cache keeps them; nothing of this read's
+        own (its allowed hosts stay with the download's rule 1 check, its depth and page
+        limit with the crawl)."""
         # A PDF's room in the downloader is held until it has been read (``hold``).
         async with contextlib.AsyncExitStack() as hold:
             async with self.downloads:
@@ -183,12 +275,8 @@ class _Crawl:
                     page.url, allowed_hosts=allowed, request_id=self.request_id, hold=hold
                 )
             if not isinstance(outcome, Downloaded):
-                return PageFailed(outcome.url, outcome.reason, outcome.detail, page.depth)
-            final = self.key(outcome.final_url)
-            self.seen.add(final)
-            if final in self.read_finals:
-                return None  # a redirect to a page already read: reported once, already
-            self.read_finals.add(final)
+                failed = KeptFailure(outcome.url, outcome.reason, outcome.detail)
+                return failed, True, outcome.elapsed_ms
             reader = "pdf" if outcome.content_type == PDF_TYPE else "html"
             started = time.monotonic()
             async with self.renders:
@@ -206,20 +294,19 @@ class _Crawl:
                 request_id=self.request_id,
             )
         )
+        keep = may_keep(outcome.cache_control)
         if not isinstance(document, Document):
             reason, detail = document
-            return PageFailed(outcome.final_url, reason, detail, page.depth)
-        page.links = document.links if page.depth < MAX_DEPTH else ()
-        return PageRead(
-            requested_url=page.url,
+            return KeptFailure(outcome.final_url, reason, detail), keep, outcome.elapsed_ms
+        kept = KeptPage(
             final_url=outcome.final_url,
             title=document.title,
             text=document.text,
+            links=document.links,
             status=outcome.status,
             bytes=len(outcome.body),
-            elapsed_ms=outcome.elapsed_ms,
-            depth=page.depth,
         )
+        return kept, keep, outcome.elapsed_ms
 
     async def _render(self, outcome: Downloaded) -> Document | _NoText:
         """A page of a text type, turned into text in the render pool."""
@@ -296,6 +383,8 @@ class Crawler:
         pdfs: PdfReader | None = None,
         concurrency: int = DEFAULT_CONCURRENCY,
         observer: Callable[[TextRecord], None] | None = None,
+        cache: PageCache | None = None,
+        cache_observer: Callable[[CacheRecord], None] | None = None,
     ) -> None:
         """Builds the crawler.
 
@@ -306,17 +395,27 @@ class Crawler:
             concurrency: Downloads at a time within one depth of one read.
             observer: Told of each downloaded page given to a reader (the fetch log and
                 the metrics).
+            cache: The page cache every read shares (default: off).
+            cache_observer: Told how each page of a read was had from the cache (the
+                fetch log and the metrics), when the cache is on.
         """
         self.downloader = downloader
         self.pool = pool
         self.pdfs = pdfs if pdfs is not None else PdfReader()
         self.concurrency = max(1, concurrency)
+        self.cache = cache if cache is not None else PageCache(max_bytes=0)
         self._observer = observer
+        self._cache_observer = cache_observer
 
     def observe(self, record: TextRecord) -> None:
         """Passes a text record to the observer, if there is one."""
         if self._observer is not None:
             self._observer(record)
+
+    def observe_cache(self, record: CacheRecord) -> None:
+        """Passes a cache record to the cache observer, if there is one."""
+        if self._cache_observer is not None:
+            self._cache_observer(record)
 
     async def __call__(
         self,

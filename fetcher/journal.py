@@ -15,6 +15,12 @@ bytes, the reader's milliseconds, ``outcome`` = ``failed`` and the reason
 (``unreadable``, ``timeout``, ``too_large``, ``internal``). Its hop record still says
 ``ok``: the download itself worked, and the two together say what went wrong where.
 
+With the page cache on (``fetcher.pagecache``), each page of a read also gets a record
+with ``stage`` = ``cache``: the page's address, ``cache`` = ``hit`` (kept from an earlier
+read: no hop records follow), ``shared`` (another read's download at the same time) or
+``miss`` (this read's own download, whose hop records are the ones above it), the
+outcome (``ok`` or ``failed``) and reason, the page's bytes and this read's milliseconds.
+
 Under systemd the record goes to the journal through its native protocol, one datagram
 with ``FETCH_*`` fields, so ``journalctl -u fetcher FETCH_OUTCOME=refused`` or
 ``FETCH_REASON=not_public`` select records; elsewhere it is one JSON object per line on
@@ -36,7 +42,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, TextIO
 from urllib.parse import urlsplit
 
-from fetcher.outcome import HopRecord, TextRecord
+from fetcher.outcome import CacheRecord, HopRecord, TextRecord
 
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
 MAX_ADDRESS_CHARS = 512
@@ -144,11 +150,42 @@ def text_record(text: TextRecord, *, now: float) -> FetchRecord:
     }
 
 
+def cache_record(page: CacheRecord, *, now: float) -> FetchRecord:
+    """Builds the fetch log's record of how a page was had from the page cache.
+
+    Args:
+        page: What the crawl reported for the page.
+        now: The time of the record (seconds since the epoch).
+
+    Returns:
+        The record's fields by name (see the module docstring).
+
+    # Security
+    Rule 8: the same discipline as :func:`fetch_record`: the address through
+    :func:`loggable_address`, and nothing of the page kept (no title, text or links).
+    Proved by ``tests/fetcher/test_crawl_cache.py::test_the_fetch_log_marks_each_page``.
+    """
+    stamp = datetime.datetime.fromtimestamp(now, tz=datetime.UTC)
+    return {
+        "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "stage": "cache",
+        "cache": page.cache,
+        "url": loggable_address(page.url),
+        "bytes": page.bytes,
+        "ms": page.elapsed_ms,
+        "outcome": "ok" if page.reason is None else "failed",
+        "reason": str(page.reason) if page.reason is not None else None,
+        "request_id": _printable(page.request_id)[:64] or None,
+    }
+
+
 def summary(record: FetchRecord) -> str:
     """The record in one human line, the journal's ``MESSAGE``."""
     parts = [str(record.get("stage") or "fetch"), str(record["outcome"]), str(record["url"])]
     if record.get("reader") is not None:
         parts.append(str(record["reader"]))
+    if record.get("cache") is not None:
+        parts.append(str(record["cache"]))
     if record.get("status") is not None:
         parts.append(str(record["status"]))
     parts += [f"{record['bytes']}B", f"{record['ms']}ms"]
@@ -301,3 +338,7 @@ class FetchLog:
         logged (its hop record says everything)."""
         if text.reason is not None:
             self._sink.write(text_record(text, now=self._clock()))
+
+    def cache(self, page: CacheRecord) -> None:
+        """Logs how a page of a read was had from the page cache."""
+        self._sink.write(cache_record(page, now=self._clock()))

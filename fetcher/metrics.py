@@ -32,7 +32,8 @@ from prometheus_client.registry import Collector
 
 from fetcher.errors import ConfigError
 from fetcher.isolation.workers import WorkerPool
-from fetcher.outcome import READERS, HopRecord, TextRecord
+from fetcher.outcome import READERS, CacheRecord, HopRecord, TextRecord
+from fetcher.pagecache import CacheResult, PageCache
 from fetcher.pdf.reader import PdfReader
 from fetcher.reasons import Reason
 from fetcher.report import Report
@@ -127,6 +128,13 @@ class Metrics:
             ["reader", "reason"],
             registry=registry,
         )
+        self.cache_pages = Counter(
+            f"{PREFIX}_cache_pages_total",
+            "Pages of reads by how the page cache gave them: hit (kept), shared (another "
+            "read's download at the same time), miss (downloaded for this read).",
+            ["result"],
+            registry=registry,
+        )
         self.build_info = Gauge(
             f"{PREFIX}_build_info",
             "Always 1; the version label names the running build.",
@@ -143,6 +151,8 @@ class Metrics:
             self.grpc_handling.labels(method=method)
         for reader in READERS:
             self.texts.labels(reader=reader, reason=NO_REASON)
+        for result in CacheResult:
+            self.cache_pages.labels(result=result.value)
 
     def watch_pool(self, pool: WorkerPool) -> None:
         """Exports the render worker pool's state, read at each scrape."""
@@ -177,6 +187,23 @@ class Metrics:
             lambda: source.waiting
         )
         Gauge(f"{PREFIX}_{kind}_workers", workers, registry=self.registry).set(source.workers)
+
+    def watch_cache(self, cache: PageCache) -> None:
+        """Exports the page cache's size, read at each scrape."""
+        Gauge(
+            f"{PREFIX}_cache_bytes",
+            "What the page cache's entries hold now (cache_bytes bounds it).",
+            registry=self.registry,
+        ).set_function(lambda: cache.bytes)
+        Gauge(
+            f"{PREFIX}_cache_entries",
+            "Pages and failures the page cache keeps now.",
+            registry=self.registry,
+        ).set_function(lambda: cache.entries)
+
+    def observe_cache(self, page: CacheRecord) -> None:
+        """Counts one page of a read by how the cache gave it."""
+        self.cache_pages.labels(result=page.cache).inc()
 
     def observe_text(self, text: TextRecord) -> None:
         """Counts one downloaded page given to a reader (the crawl's observer calls this)."""

@@ -31,6 +31,8 @@ class Downloaded:
         elapsed_ms: Wall-clock time for all hops.
         resolved_ip: The address the final hop was connected to.
         redirects: How many redirects were followed.
+        cache_control: Every hop's ``Cache-Control`` values, in order (the page cache
+            keeps no page that says ``no-store`` or ``private``).
     """
 
     requested_url: str
@@ -42,6 +44,7 @@ class Downloaded:
     elapsed_ms: int
     resolved_ip: IPAddress
     redirects: int
+    cache_control: tuple[str, ...] = ()
 
     ok = True
 
@@ -129,4 +132,25 @@ class TextRecord:
     bytes: int
     elapsed_ms: int
     reason: Reason | None
+    request_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CacheRecord:
+    """How one page of a read was had from the page cache (``fetcher.pagecache``).
+
+    Attributes:
+        url: The page's normalised requested address (loggers strip its query).
+        cache: ``hit``, ``shared`` or ``miss``.
+        reason: ``None`` for a page read; else why it was not.
+        bytes: The page's body size (0 for a failure).
+        elapsed_ms: The time this read spent on the page (waiting included).
+        request_id: The read's request id.
+    """
+
+    url: str
+    cache: str
+    reason: Reason | None
+    bytes: int
+    elapsed_ms: int
     request_id: str = ""

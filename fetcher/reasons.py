@@ -30,3 +30,4 @@ class Reason(enum.StrEnum):
     # A document that came whole but holds no text that can be read: a PDF without a text
     # layer, with a password, truncated, damaged, or one its reader failed on.
     UNREADABLE = "unreadable"
+    DENIED = "denied"  # the operator's deny_domains / allow_domains (SPEC 7 step 2)

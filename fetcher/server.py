@@ -46,7 +46,8 @@ from fetcher.journal import FetchLog, choose_sink
 from fetcher.metrics import Metrics, MetricsEndpoint, bind_metrics_listener
 from fetcher.net.download import Downloader, Limits
 from fetcher.net.transport import default_ssl_context
-from fetcher.outcome import HopRecord, TextRecord
+from fetcher.outcome import CacheRecord, HopRecord, TextRecord
+from fetcher.pagecache import PageCache
 from fetcher.pdf.reader import PdfReader
 from fetcher.service import FetcherServicer, Reader
 from fetcher.settings import Listen, Settings, describe, load_settings
@@ -264,14 +265,17 @@ class FetcherServer:
 
 def fetch_observer(
     fetch_log: FetchLog, metrics: Metrics
-) -> Callable[[HopRecord | TextRecord], None]:
-    """The downloader's and the crawl's observer: each hop and each page given to a
-    reader goes to the fetch log and the metrics."""
+) -> Callable[[HopRecord | TextRecord | CacheRecord], None]:
+    """The downloader's and the crawl's observer: each hop, each page given to a reader
+    and each page had from the cache goes to the fetch log and the metrics."""
 
-    def observe(record: HopRecord | TextRecord) -> None:
+    def observe(record: HopRecord | TextRecord | CacheRecord) -> None:
         if isinstance(record, HopRecord):
             fetch_log.hop(record)
             metrics.observe_hop(record)
+        elif isinstance(record, CacheRecord):
+            fetch_log.cache(record)
+            metrics.observe_cache(record)
         else:
             fetch_log.text(record)
             metrics.observe_text(record)
@@ -301,17 +305,22 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
     extra_ca = settings.extra_ca_file
     downloader = Downloader(
         observer=observer,
+        lists=settings.lists,
         ssl_context=default_ssl_context(extra_cadata=extra_ca.pem if extra_ca else None),
         limits=Limits(
             pdf_max_bytes=settings.pdf_max_bytes, pdfs_held=PDFS_HELD_PER_WORKER * pdfs.workers
         ),
     )
+    cache = PageCache(max_bytes=settings.cache_bytes, seconds=settings.cache_seconds)
+    metrics.watch_cache(cache)
     crawler = Crawler(
         downloader=downloader,
         pool=pool,
         pdfs=pdfs,
         concurrency=settings.crawl_concurrency,
         observer=observer,
+        cache=cache,
+        cache_observer=observer,
     )
     server = FetcherServer(settings, reader=crawler, metrics=metrics, pool=pool)
     listeners = systemd_listeners(environ)
@@ -364,6 +373,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--render-workers", metavar="N", help="page rendering processes")
     parser.add_argument("--pdf-workers", metavar="N", help="PDF reading processes at once")
     parser.add_argument("--log-sink", choices=("auto", "journal", "json"), help="fetch log sink")
+    parser.add_argument(
+        "--deny-domains", metavar="DOMAIN,...", help="domains never read (nor their subdomains)"
+    )
+    parser.add_argument(
+        "--allow-domains", metavar="DOMAIN,...", help="when set, the only domains read"
+    )
+    parser.add_argument("--cache-bytes", metavar="N", help="page cache size; 0 turns it off")
+    parser.add_argument("--cache-seconds", metavar="S", help="how long a page stays cached")
 
 
 def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = None) -> int:
@@ -382,6 +399,10 @@ def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = N
             "render_workers",
             "pdf_workers",
             "log_sink",
+            "deny_domains",
+            "allow_domains",
+            "cache_bytes",
+            "cache_seconds",
         )
     }
     try:

@@ -19,12 +19,14 @@ import ipaddress
 import math
 import ssl
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fetcher.errors import ConfigError
+from fetcher.net.domains import DomainLists, parse_domains
 from fetcher.net.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
+from fetcher.net.urls import Refused
 
 ENV_PREFIX = "TIGRESS_FETCHER_"
 #: The development socket, relative to the directory the processes are started from
@@ -109,6 +111,12 @@ class Settings:
         tls_client_ca_file: CA bundle (PEM) that client certificates must chain to.
         extra_ca_file: Certificate authorities trusted for web pages in addition to (never
             instead of) the system store: a TLS-inspecting egress proxy, a private host.
+        deny_domains: Domains never read, nor any name under them (``denied``); the
+            gateway drops search results under them too. Normalised like addresses.
+        allow_domains: When not empty, the only domains (and names under them) that are
+            read; every other host is ``denied``. Lists only tighten rules 1-7.
+        cache_bytes: The page cache's size (``fetcher.pagecache``); 0 turns it off.
+        cache_seconds: How long a page read stays in the cache (failures: at most 30 s).
     """
 
     listen: tuple[Listen, ...] = ()
@@ -127,6 +135,15 @@ class Settings:
     tls_key_file: Path | None = None
     tls_client_ca_file: Path | None = None
     extra_ca_file: CaBundle | None = None
+    deny_domains: tuple[str, ...] = ()
+    allow_domains: tuple[str, ...] = ()
+    cache_bytes: int = 64 * MIB
+    cache_seconds: float = 600.0
+
+    @property
+    def lists(self) -> DomainLists:
+        """The operator's lists, as the downloader applies them."""
+        return DomainLists(deny=self.deny_domains, allow=self.allow_domains)
 
     @property
     def tls(self) -> bool:
@@ -177,7 +194,7 @@ def parse_listen(value: str, *, base: Path | None = None) -> Listen:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Field:
-    kind: str  # "int", "float", "str", "path", "listen", "ca_bundle"
+    kind: str  # "int", "float", "str", "path", "listen", "ca_bundle", "domains"
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
@@ -207,6 +224,10 @@ _FIELDS: dict[str, _Field] = {
     "tls_key_file": _Field("path"),
     "tls_client_ca_file": _Field("path"),
     "extra_ca_file": _Field("ca_bundle"),
+    "deny_domains": _Field("domains"),
+    "allow_domains": _Field("domains"),
+    "cache_bytes": _Field("int", 0, 4096 * MIB),
+    "cache_seconds": _Field("float", 1, 86_400),
 }
 
 
@@ -235,6 +256,8 @@ def _convert(name: str, field: _Field, raw: object, source: str) -> object:
             except ValueError as exc:
                 raise bad(str(exc)) from exc
         return tuple(parsed)
+    if field.kind == "domains":
+        return _domains(raw, bad)
     if field.kind in ("int", "float"):
         number: float
         if isinstance(raw, bool):
@@ -269,6 +292,20 @@ def _convert(name: str, field: _Field, raw: object, source: str) -> object:
     if field.kind == "ca_bundle":
         return read_ca_bundle(Path(raw), source) if raw else None
     return raw
+
+
+def _domains(raw: object, bad: Callable[[str], ConfigError]) -> tuple[str, ...]:
+    """A domain list: a TOML list of strings, or comma-separated text (variables, flags)."""
+    if isinstance(raw, str):
+        entries = raw.split(",")
+    elif isinstance(raw, list) and all(isinstance(item, str) for item in raw):
+        entries = raw
+    else:
+        raise bad("expected a list of domains (or comma-separated text)")
+    parsed = parse_domains(entries)
+    if isinstance(parsed, Refused):
+        raise bad(parsed.detail)
+    return parsed
 
 
 def _bound(value: float, kind: str) -> str:
@@ -419,5 +456,7 @@ def describe(settings: Settings) -> Sequence[str]:
         value = getattr(settings, field.name)
         if field.name == "listen":
             value = ",".join(listen.target for listen in value)
+        elif field.name in ("deny_domains", "allow_domains"):
+            value = ",".join(value)
         lines.append(f"{field.name} = {value}")
     return lines

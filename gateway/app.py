@@ -234,6 +234,10 @@ def create_app(
                 settings.searxng_url,
                 results_per_query=settings.searxng_results,
                 timeout=search_timeout,
+                lists=settings.source_lists,
+                categories=settings.searxng_categories,
+                language=settings.searxng_language,
+                engines=settings.searxng_engines,
             )
             fetchers = [
                 FetcherClient(target, timeout=fetch_deadline) for target in settings.fetcher

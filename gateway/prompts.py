@@ -170,6 +170,15 @@ SEARCH_EMPTY_UNKNOWN = (
 SEARCH_PART_FAILED = "One of the searches for this query failed: {message}"
 #: Results of a query that an earlier query of the same call already listed.
 SEARCH_ALREADY_LISTED = "Also found, listed above: {numbers}."
+#: Results the operator's lists (deny_domains / allow_domains) removed before numbering.
+SEARCH_REMOVED_BY_LISTS = (
+    "The operator's source lists removed {count} {results} of sites that are not read."
+)
+#: Every result of a query was removed by the operator's lists.
+SEARCH_ALL_REMOVED = (
+    "No results left: the operator's source lists removed all {count} found, as sites that "
+    "are not read. Try other words."
+)
 #: Shown for a result without a title.
 SEARCH_NO_TITLE = "(no title)"
 #: Queries of a call that the search budget did not cover.
@@ -347,6 +356,7 @@ REASON_WORDS: dict[str, str] = {
     "internal": "the reader failed on this page",
     "unreadable": "the document has no text that can be read (a scanned or image-only PDF, "
     "a password, or a damaged file)",
+    "denied": "the operator's source lists do not allow this site",
 }
 
 

@@ -13,12 +13,17 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
     media_urls = "refuse"                      # "allow": engines may fetch media addresses
     searxng_url = "http://127.0.0.1:8888"
     searxng_results = 6                        # results kept per search
+    searxng_categories = ["general"]           # SearXNG's own parameters (default: its own)
+    searxng_language = "en"
+    searxng_engines = ["duckduckgo", "brave"]
     fetcher_target = ["unix:/run/fetcher/fetcher.sock"]   # default: [fetcher] listen below
     allowed_origins = ["https://chat.example.org"]  # pages of other origins that may send
     trusted_proxies = ["127.0.0.1"]            # peers whose X-Forwarded-For/-Host are believed
 
     [fetcher]                                  # the fetcher process's own settings
     listen = "unix:/run/fetcher/fetcher.sock"
+    deny_domains = ["example.net"]             # read by the gateway too (docs/sources-and-cache.md)
+    allow_domains = []
 
     [[engines]]                                # more engines, each serving named models
     url = "http://127.0.0.1:8001/v1"
@@ -65,12 +70,15 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from fetcher.client import NO_LISTS, DomainLists, parse_domains
 
 DEFAULT_ENGINE_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_SEARXNG_URL = "http://127.0.0.1:8888"
@@ -234,6 +242,14 @@ class Settings:
     #: Peers (addresses or networks) whose ``X-Forwarded-For`` and ``X-Forwarded-Host``
     #: are believed: the operator's reverse proxy.
     trusted_proxies: tuple[str, ...] = ()
+    #: The operator's lists (``[fetcher]`` ``deny_domains`` / ``allow_domains``, the same
+    #: keys and variables the fetcher reads): search results under them are dropped.
+    source_lists: DomainLists = NO_LISTS
+    #: SearXNG's own ``categories``, ``language`` and ``engines`` parameters (empty: not
+    #: sent, SearXNG's defaults apply).
+    searxng_categories: tuple[str, ...] = ()
+    searxng_language: str = ""
+    searxng_engines: tuple[str, ...] = ()
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -260,7 +276,14 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     known |= {"limits", "mcp"}
     # The [fetcher] table is the fetcher process's own section of a shared file.
     known |= {"searxng_url", "fetcher_target", "fetcher", "engines", "budgets", "timeouts"}
-    known |= {"searxng_results", "allowed_origins", "trusted_proxies"}
+    known |= {
+        "searxng_results",
+        "allowed_origins",
+        "trusted_proxies",
+        "searxng_categories",
+        "searxng_language",
+        "searxng_engines",
+    }
     for key in table:
         if key not in known:
             raise SettingsError(f"{config_path}: unknown setting {key!r}")
@@ -356,7 +379,80 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             env, table, "TIGRESS_ALLOWED_ORIGINS", "allowed_origins", toml.origin
         ),
         trusted_proxies=_proxies(env, table, toml.origin),
+        source_lists=_source_lists(table, env, config_path or ""),
+        searxng_categories=_names(toml, env, "categories"),
+        searxng_language=_language(toml, env),
+        searxng_engines=_names(toml, env, "engines"),
     )
+
+
+def _source_lists(table: dict[str, Any], env: Mapping[str, str], path: str) -> DomainLists:
+    """The operator's lists, read where the fetcher reads them.
+
+    ``deny_domains`` and ``allow_domains`` belong to the fetcher (it enforces them on every
+    address it opens); the gateway reads the same keys of the same file's ``[fetcher]``
+    table, and the same ``TIGRESS_FETCHER_DENY_DOMAINS`` / ``TIGRESS_FETCHER_ALLOW_DOMAINS``
+    variables, so one list is written once. Normalised by the fetcher's own function.
+    """
+    section = table.get("fetcher", {})
+    if not isinstance(section, dict):
+        raise SettingsError(f"{path}: [fetcher] must be a table")
+    lists: dict[str, tuple[str, ...]] = {}
+    for name in ("deny_domains", "allow_domains"):
+        variable = f"TIGRESS_FETCHER_{name.upper()}"
+        raw: Any
+        if variable in env:
+            where, raw = variable, env[variable].split(",")
+        else:
+            where, raw = f"{path}: fetcher.{name}", section.get(name, [])
+        if isinstance(raw, str):
+            raw = raw.split(",")
+        if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+            raise SettingsError(f"{where} must be a list of domains")
+        parsed = parse_domains(raw)
+        if not isinstance(parsed, tuple):
+            raise SettingsError(f"{where}: {parsed.detail}")
+        lists[name] = parsed
+    return DomainLists(deny=lists["deny_domains"], allow=lists["allow_domains"])
+
+
+#: SearXNG's names of categories and engines: letters, digits, spaces (engine names such
+#: as "google news"), "-", "_", ".".
+_SEARXNG_NAME = re.compile(r"[\w .-]{1,64}")
+#: A language as SearXNG takes it: ``all``, ``auto``, ``en``, ``en-US``, ``zh-Hans-CN``...
+_SEARXNG_LANGUAGE = re.compile(r"[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8}){0,2}")
+
+
+def _names(toml: _Source, env: Mapping[str, str], what: str) -> tuple[str, ...]:
+    """``searxng_categories`` or ``searxng_engines``: a TOML list, or comma-separated text
+    in ``TIGRESS_SEARXNG_<WHAT>``; each a name SearXNG knows (it ignores others)."""
+    variable = f"TIGRESS_SEARXNG_{what.upper()}"
+    raw: Any
+    if variable in env:
+        where, raw = variable, env[variable].split(",")
+    else:
+        where, raw = f"{toml.origin}: searxng_{what}", toml.table.get(f"searxng_{what}", [])
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
+        raise SettingsError(f"{where} must be a list of names")
+    names = [item.strip() for item in raw if item.strip()]
+    for name in names:
+        # A comma would split one name in two on SearXNG's side.
+        if not _SEARXNG_NAME.fullmatch(name):
+            raise SettingsError(f"{where}: {name!r} is not a SearXNG {what[:-1]} name")
+    return tuple(dict.fromkeys(names))
+
+
+def _language(toml: _Source, env: Mapping[str, str]) -> str:
+    """``searxng_language``: the search language SearXNG is asked for (empty: its own)."""
+    if "TIGRESS_SEARXNG_LANGUAGE" in env:
+        where, value = "TIGRESS_SEARXNG_LANGUAGE", env["TIGRESS_SEARXNG_LANGUAGE"].strip()
+    else:
+        where, value = f"{toml.origin}: searxng_language", toml.str_("searxng_language", "")
+    if value and not _SEARXNG_LANGUAGE.fullmatch(value):
+        raise SettingsError(f"{where}: {value!r} is not a language (en, de-DE, all, auto)")
+    return value
 
 
 def _mcp(toml: _Source, env: Mapping[str, str], *, keyed: bool) -> McpSettings:

@@ -3,8 +3,8 @@
 The HTML pipeline is "pruned+" from ``shared/notes/extraction.md``, measured to put the most
 article text into the first 12,000 characters:
 
-1. decode (:mod:`fetcher.html.charset`), cap each element's attributes (:mod:`fetcher.html.attrcap`: libxml2
-   is quadratic in them) and parse once with lxml;
+1. decode (:mod:`fetcher.html.charset`), cap each element's attributes
+   (:mod:`fetcher.html.attrcap`: libxml2 is quadratic in them) and parse once with lxml;
 2. take the title, and the links from the unpruned tree (:mod:`fetcher.html.links`);
 3. drop page chrome on the tree (:mod:`fetcher.html.prune`);
 4. find the main content (:mod:`fetcher.html.content`): when it is clear, keep only it, so the

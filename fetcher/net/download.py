@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 import httpcore
 
 from fetcher.errors import HopError, NotPublicError
+from fetcher.net.domains import NO_LISTS, DomainLists, domain_refusal
 from fetcher.net.guard import CheckedAddress, parse_address, resolve_and_check
 from fetcher.net.policy import Policy
 from fetcher.net.resolver import DnsResolver, Resolver
@@ -238,6 +239,7 @@ class _Response:
     content_type: str
     charset: str | None
     body: bytes
+    cache_control: tuple[str, ...] = ()
 
 
 class Downloader:
@@ -252,8 +254,11 @@ class Downloader:
         ssl_context: ssl.SSLContext | None = None,
         observer: Callable[[HopRecord], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        lists: DomainLists = NO_LISTS,
     ) -> None:
         self.policy = policy if policy is not None else Policy()
+        #: The operator's deny_domains / allow_domains, applied to every hop.
+        self.lists = lists
         self.limits = limits if limits is not None else Limits()
         # A resolver this downloader makes is its to close; one passed in is the caller's.
         self._own_resolver: DnsResolver | None = None
@@ -306,7 +311,8 @@ class Downloader:
 
         # Security
         Rules 1-5 and 7 of SPEC 7, in order, for the first hop and (except rule 1) for
-        every redirect: parse strictly; the requested host must be allowed; one lookup;
+        every redirect: parse strictly; the requested host must be allowed; the
+        operator's lists (``denied``, on every hop, redirects included); one lookup;
         every answer public; connect to a checked address only, TLS verified against the
         name; 10 s for the whole page; at most 2 MiB decoded of a text type, or 16 MiB
         of a PDF (``pdf_max_bytes``), refused past it, never cut; only those types; at
@@ -325,11 +331,14 @@ class Downloader:
         redirects = 0
         current = url
         hop = _Hop(current, started, hold)
+        # Every hop's Cache-Control: a redirect that says no-store covers where it led.
+        cache_control: list[str] = []
         try:
             async with asyncio.timeout(self.limits.page_timeout):
                 while True:
                     hop = _Hop(current, self._clock(), hold)
                     response = await self._hop(hop, first=redirects == 0, allowed=allowed)
+                    cache_control += response.cache_control
                     if response.location is None:
                         self._record(hop, redirects, None, request_id=request_id)
                         return Downloaded(
@@ -342,6 +351,7 @@ class Downloader:
                             elapsed_ms=self._ms(started),
                             resolved_ip=_ip(hop.resolved_ip),
                             redirects=redirects,
+                            cache_control=tuple(cache_control),
                         )
                     target = redirect_target(response.address, response.location)
                     if redirects >= self.limits.max_redirects:
@@ -414,11 +424,49 @@ class Downloader:
             )
         )
 
+    def check_start(
+        self, url: str, *, allowed_hosts: Collection[str], request_id: str = ""
+    ) -> Address | Failed:
+        """Steps 1 and 2 for a start address, with no I/O: what the page cache is
+        consulted behind (``fetcher.crawl``).
+
+        Args:
+            url: The address asked for.
+            allowed_hosts: Rule 1's hosts.
+            request_id: Carried into the hop record of a refusal.
+
+        Returns:
+            The parsed address (its ``url`` is the cache's key), or the :class:`Failed`
+            :meth:`download` would have returned, logged the same way.
+
+        # Security
+        SPEC 10: rule 1 and the operator's lists are applied to every read before a
+        kept page can be given to it, by the same code :meth:`download` runs on its
+        first hop (``_admit``). Proved by ``tests/fetcher/test_crawl_cache.py``.
+        """
+        started = self._clock()
+        hop = _Hop(url, started, contextlib.AsyncExitStack())
+        try:
+            address = parse_address(url, self.policy)
+            hop.url = address.url
+            self._admit(address, first=True, allowed=allowed_host_set(allowed_hosts))
+        except HopError as exc:
+            return self._fail(url, hop, 0, exc.reason, exc.detail, started, request_id)
+        return address
+
+    def _admit(self, address: Address, *, first: bool, allowed: frozenset[str]) -> None:
+        """Rule 1 (the first hop) and the operator's lists (every hop), before DNS."""
+        if first and address.host not in allowed:
+            raise HopError(Reason.NOT_IN_ANSWER, f"{address.host} is not an allowed host")
+        # SPEC 7 step 2: after rule 1, before any lookup, on every hop.
+        refused = domain_refusal(address.host, self.lists)
+        if refused is not None:
+            raise HopError(refused.reason, refused.detail)
+
     async def _hop(self, hop: _Hop, *, first: bool, allowed: frozenset[str]) -> _Response:
         address = parse_address(hop.url, self.policy)
         hop.url = address.url
-        if first and address.host not in allowed:
-            raise HopError(Reason.NOT_IN_ANSWER, f"{address.host} is not an allowed host")
+        self._admit(address, first=first, allowed=allowed)
         try:
             answers = await resolve_and_check(address, policy=self.policy, resolver=self._resolver)
         except NotPublicError as exc:
@@ -485,10 +533,13 @@ class Downloader:
         headers: dict[str, list[str]],
     ) -> _Response:
         status = response.status
+        cache_control = tuple(headers.get("cache-control", []))
         if status in REDIRECT_STATUSES:
             location = _one_value(headers, "location", Reason.MALFORMED)
             if location:
-                return _Response(address, status, _header_text(location), "", None, b"")
+                return _Response(
+                    address, status, _header_text(location), "", None, b"", cache_control
+                )
         if not 200 <= status < 300:
             raise HopError(Reason.HTTP_STATUS, f"the server answered {status}")
         content_type, charset = _media_type(
@@ -518,7 +569,7 @@ class Downloader:
                 raise HopError(Reason.TOO_LARGE, f"the body is over {limit} bytes")
             if decoder.finished:
                 break
-        return _Response(address, status, None, content_type, charset, bytes(body))
+        return _Response(address, status, None, content_type, charset, bytes(body), cache_control)
 
 
 def _header_lists(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, list[str]]:

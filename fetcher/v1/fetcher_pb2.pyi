@@ -57,6 +57,10 @@ class _ReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Reason.ValueTy
     """The document came whole but has no text that can be read: a PDF without a text
     layer, with a password, truncated, damaged, or one its reader failed on.
     """
+    REASON_DENIED: _Reason.ValueType  # 17
+    """The operator's lists (the fetcher's deny_domains / allow_domains) refuse the host:
+    the first address, a redirect hop or a crawl link.
+    """
 
 class Reason(_Reason, metaclass=_ReasonEnumTypeWrapper):
     """Why an address was refused or a page could not be read: the fixed vocabulary of
@@ -87,6 +91,10 @@ what the web did. The other pages of the read are unaffected.
 REASON_UNREADABLE: Reason.ValueType  # 16
 """The document came whole but has no text that can be read: a PDF without a text
 layer, with a password, truncated, damaged, or one its reader failed on.
+"""
+REASON_DENIED: Reason.ValueType  # 17
+"""The operator's lists (the fetcher's deny_domains / allow_domains) refuse the host:
+the first address, a redirect hop or a crawl link.
 """
 Global___Reason: _TypeAlias = Reason  # noqa: Y015
 

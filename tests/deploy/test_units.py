@@ -185,6 +185,9 @@ def memory_at_the_limits(settings: Settings) -> dict[str, int]:
         "page bodies": settings.max_concurrent_reads
         * (MAX_PAGES + settings.crawl_concurrency)
         * Limits().max_bytes,
+        # The page cache counts what its entries hold as Python holds them
+        # (fetcher.pagecache.size_of), bounded by cache_bytes.
+        "page cache": settings.cache_bytes,
     }
 
 

@@ -29,7 +29,8 @@ from fetcher.metrics import (
     MetricsEndpoint,
     exposition,
 )
-from fetcher.outcome import READERS, HopRecord, TextRecord
+from fetcher.outcome import READERS, CacheRecord, HopRecord, TextRecord
+from fetcher.pagecache import KeptPage, Lead, PageCache
 from fetcher.pdf.reader import PdfReader
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
@@ -107,6 +108,7 @@ def test_exposition_parses_and_holds_every_metric_of_the_issue() -> None:
         "tigress_fetcher_build_info": "gauge",
         "tigress_fetcher_internal_errors": "counter",
         "tigress_fetcher_texts": "counter",
+        "tigress_fetcher_cache_pages": "counter",
     }
 
 
@@ -139,6 +141,7 @@ def test_names_follow_prometheus_rules_and_labels_come_from_closed_sets() -> Non
         "method": set(RPC_METHODS),
         "code": {"OK", "RESOURCE_EXHAUSTED"},
         "reader": set(READERS),
+        "result": {"hit", "shared", "miss"},
         "version": None,
     }
     for name, family in families(filled_metrics()).items():
@@ -276,3 +279,21 @@ def test_systemd_listeners_adopt_passed_sockets_only_for_this_process(tmp_path: 
     finally:
         for found in adopted:
             found.close()
+
+
+async def test_pages_had_from_the_cache_are_counted_and_its_size_exported() -> None:
+    metrics = Metrics(CollectorRegistry())
+    cache = PageCache(max_bytes=1 << 20)
+    metrics.watch_cache(cache)
+    assert sample(metrics, "tigress_fetcher_cache_bytes") == 0
+    claim = cache.claim("https://example.org/")
+    assert isinstance(claim, Lead)
+    cache.settle(claim, KeptPage("https://example.org/", "T", "text", (), 200, 4), keep=True)
+    for result in ("miss", "hit", "hit"):
+        metrics.observe_cache(CacheRecord(f"https://{HOST}/?q=1", result, None, 4, 0, "r"))
+    total = "tigress_fetcher_cache_pages_total"
+    assert sample(metrics, total, result="hit") == 2
+    assert sample(metrics, total, result="miss") == 1
+    assert sample(metrics, total, result="shared") == 0  # present from the start
+    assert sample(metrics, "tigress_fetcher_cache_entries") == 1
+    assert sample(metrics, "tigress_fetcher_cache_bytes") == cache.bytes > 0

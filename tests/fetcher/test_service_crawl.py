@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from fetcher.client import FetcherClient
 from fetcher.isolation.workers import WorkerPool
 from fetcher.metrics import exposition
+from fetcher.net.domains import DomainLists
 from fetcher.net.download import Limits
 from fetcher.net.policy import Policy
 from fetcher.reasons import Reason
@@ -72,6 +73,7 @@ async def wired_fetcher(
             ssl_context=ssl_context,
             limits=Limits(page_timeout=2.0, max_bytes=max_bytes),
             pool=pool,
+            lists=DomainLists(deny=("denied.test",)),
         ) as service,
         service.client() as client,
     ):
@@ -195,6 +197,7 @@ def _refusal_cases(origin: Origin) -> dict[Reason, str]:
         Reason.HTTP_STATUS: origin.url("/missing"),
         Reason.REDIRECTS: origin.url("/loop0"),
         Reason.UNREADABLE: origin.url("/scan.pdf"),
+        Reason.DENIED: f"https://denied.test:{origin.port}/",
     }
 
 
@@ -208,6 +211,7 @@ async def test_each_refusal_reason_arrives_over_grpc_as_the_enum(
 ) -> None:
     url = _refusal_cases(origin)[reason]
     allowed = {"origin.test", "private.test", "nowhere.test", "untrusted.test", "exa mple.test"}
+    allowed.add("denied.test")
     report = await fetcher.client.read(url, allowed_hosts=allowed, page_limit=1)
     assert report.first_page_failed
     assert [failure.reason for failure in report.failures] == [reason]

@@ -26,9 +26,11 @@ from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.isolation.workers import WorkerPool
 from fetcher.journal import FetchLog, JsonLinesSink
 from fetcher.metrics import Metrics, exposition
+from fetcher.net.domains import NO_LISTS, DomainLists
 from fetcher.net.download import Downloader, Limits
 from fetcher.net.policy import Policy
 from fetcher.net.resolver import StaticResolver
+from fetcher.pagecache import PageCache
 from fetcher.server import FetcherServer, fetch_observer
 from testkit.fetcher import running_fetcher as running_server
 from testkit.fetcher import socket_folder, unix_settings
@@ -82,6 +84,8 @@ async def running_fetcher(
     ssl_context: ssl.SSLContext,
     limits: Limits | None = None,
     pool: WorkerPool | None = None,
+    lists: DomainLists = NO_LISTS,
+    cache: PageCache | None = None,
     **settings: Any,
 ) -> AsyncIterator[FetcherService]:
     """Start the fetcher service on ``folder/f.sock``; stop it afterwards.
@@ -94,6 +98,8 @@ async def running_fetcher(
         limits: Download limits (small by default).
         pool: A started render pool to use (and leave running); by default one of its
             own, started and closed with the service.
+        lists: The operator's lists the downloader enforces (none by default).
+        cache: The page cache the reads share (off by default).
         settings: ``fetcher.settings.Settings`` fields to change.
     """
     log = io.StringIO()
@@ -111,8 +117,16 @@ async def running_fetcher(
             ssl_context=ssl_context,
             limits=limits or Limits(page_timeout=2.0, max_bytes=64 * 1024),
             observer=(observer := fetch_observer(FetchLog(JsonLinesSink(log)), metrics)),
+            lists=lists,
         ) as downloader:
-            reader = Crawler(downloader=downloader, pool=pool, concurrency=4, observer=observer)
+            reader = Crawler(
+                downloader=downloader,
+                pool=pool,
+                concurrency=4,
+                observer=observer,
+                cache=cache,
+                cache_observer=observer,
+            )
             async with running_server(
                 unix_settings(folder, **({"shutdown_grace_seconds": 1.0} | settings)),
                 reader,

@@ -251,6 +251,7 @@ const REASONS = {
   redirects: "too many redirects",
   internal: "the page reader failed on this page",
   unreadable: "the document has no readable text (scanned, protected or damaged)",
+  denied: "the operator's source lists do not allow this site",
   unavailable: "the page reader (fetcher) is not running",
   busy: "the page reader is busy with other reads",
   failed: "the page reader failed",

@@ -77,6 +77,7 @@ REFUSALS = frozenset(
         Reason.MALFORMED,
         Reason.NOT_IN_ANSWER,
         Reason.NOT_PUBLIC,
+        Reason.DENIED,
     }
 )
 

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 
+from fetcher.client import NO_LISTS, DomainLists
 from gateway import prompts
+from gateway.tools.search.source_lists import denied
 
 #: Characters kept of a snippet and of a title: enough to judge a result, short enough
 #: that a round of results fits a small model's context.
@@ -122,12 +124,14 @@ class SearchAnswer:
         answered: Engines that answered (from ``Server-Timing``), or None when the header
             is absent (a proxy may strip it).
         instant_answers: Plain-text answers of SearXNG's answerers and plugins.
+        removed: Addresses of results the operator's lists removed (never in ``hits``).
     """
 
     hits: tuple[SearchHit, ...]
     unresponsive: tuple[EngineTrouble, ...] = ()
     answered: frozenset[str] | None = None
     instant_answers: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
 
     @property
     def coverage(self) -> Coverage:
@@ -149,6 +153,7 @@ def read_answer(
     *,
     limit: int,
     origin: str,
+    lists: DomainLists = NO_LISTS,
 ) -> SearchAnswer | SearchFailure:
     """Read one answer of ``GET /search?format=json``.
 
@@ -159,6 +164,8 @@ def read_answer(
         server_timing: The Server-Timing header, or None.
         limit: The most results kept.
         origin: SearXNG's base URL, named in failure sentences.
+        lists: The operator's lists: results they deny are removed before the limit
+            is counted (``gateway.tools.search.source_lists``).
 
     Returns:
         The answer, or a failure naming its cause; never raises.
@@ -179,11 +186,17 @@ def read_answer(
             FailureCause.NOT_JSON, origin=origin, status=status, detail="no results list"
         )
     hits: list[SearchHit] = []
+    removed: list[str] = []
     for item in document["results"]:
         hit = _hit(item)
-        if hit is not None and len(hits) < limit:
+        if hit is None:
+            continue
+        if denied(hit.url, lists):
+            removed.append(hit.url)
+        elif len(hits) < limit:
             hits.append(hit)
     return SearchAnswer(
+        removed=tuple(removed),
         hits=tuple(hits),
         unresponsive=_unresponsive(document.get("unresponsive_engines")),
         answered=answered_engines(server_timing),

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from fetcher.client import NO_LISTS, DomainLists
 from gateway.tools.search.answer import (
     FailureCause,
     SearchAnswer,
@@ -96,6 +97,24 @@ class SearxngHealth:
         return body
 
 
+def search_parameters(
+    categories: tuple[str, ...], language: str, engines: tuple[str, ...]
+) -> dict[str, str]:
+    """The operator's SearXNG parameters as its query string takes them (SPEC 6).
+
+    SearXNG reads ``categories`` and ``engines`` as comma-separated names and ``language``
+    as one code; an empty setting sends nothing, so SearXNG's own defaults apply.
+    """
+    params: dict[str, str] = {}
+    if categories:
+        params["categories"] = ",".join(categories)
+    if language:
+        params["language"] = language
+    if engines:
+        params["engines"] = ",".join(engines)
+    return params
+
+
 class _TooLarge(Exception):
     """The body passed :data:`MAX_BODY_BYTES`."""
 
@@ -110,22 +129,34 @@ class SearxngClient:
         *,
         results_per_query: int = DEFAULT_RESULTS,
         timeout: float = DEFAULT_TIMEOUT,
+        lists: DomainLists = NO_LISTS,
+        categories: tuple[str, ...] = (),
+        language: str = "",
+        engines: tuple[str, ...] = (),
     ) -> None:
         """Args:
         http: The client from :func:`http_client` (owned by the composition root).
         base_url: SearXNG's base URL (``http://127.0.0.1:8888``, maybe with a path).
         results_per_query: The most results kept of one search.
         timeout: Seconds a whole search may take.
+        lists: The operator's lists: results they deny are dropped from every answer.
+        categories: SearXNG's ``categories`` parameter (empty: not sent).
+        language: SearXNG's ``language`` parameter, the search language (empty: not
+            sent). Not ``locale``, which stays ``en`` so reasons come in English.
+        engines: SearXNG's ``engines`` parameter (empty: not sent).
         """
         self.base_url = base_url.rstrip("/")
         self.results_per_query = results_per_query
         self.timeout = timeout
+        self.lists = lists
         self._http = http
+        self._operator_params = search_parameters(categories, language, engines)
 
     async def search(
         self, query: str, *, time_range: str | None = None
     ) -> SearchAnswer | SearchFailure:
-        """Search once: ``GET {base}/search?q=...&format=json&locale=en[&time_range=...]``.
+        """Search once: ``GET {base}/search?q=...&format=json&locale=en[&time_range=...]``,
+        with the operator's ``categories``, ``language`` and ``engines`` when set.
 
         Args:
             query: The words to search, as SearXNG should receive them.
@@ -135,7 +166,7 @@ class SearxngClient:
         Returns:
             The answer, or a failure naming its cause and what the operator should change.
         """
-        params = {"q": query, "format": "json", "locale": "en"}
+        params = {"q": query, "format": "json", "locale": "en", **self._operator_params}
         if time_range:
             params["time_range"] = time_range
         try:
@@ -152,6 +183,7 @@ class SearxngClient:
             timing,
             limit=self.results_per_query,
             origin=self.base_url,
+            lists=self.lists,
         )
 
     async def probe(self, *, deadline: float = PROBE_TIMEOUT) -> SearxngHealth:

@@ -40,6 +40,7 @@ class QueryResults:
         instant_answers: SearXNG's answerers' answers, once each.
         failures: Searches of this query that got no answer.
         answered: At least one of its searches got an answer from SearXNG.
+        removed: Distinct results the operator's lists removed (SPEC 6).
     """
 
     query: str
@@ -49,6 +50,7 @@ class QueryResults:
     instant_answers: tuple[str, ...] = ()
     failures: tuple[SearchFailure, ...] = ()
     answered: bool = True
+    removed: int = 0
 
 
 def merge(query: str, answers: Sequence[tuple[PlannedSearch, Answer]], *, cap: int) -> QueryResults:
@@ -76,7 +78,9 @@ def merge(query: str, answers: Sequence[tuple[PlannedSearch, Answer]], *, cap: i
         for trouble in answer.unresponsive:
             troubles.setdefault(trouble.name, trouble)
     instant = dict.fromkeys(text for answer in found for text in answer.instant_answers)
+    removed = {normalise_url(url) for answer in found for url in answer.removed}
     return QueryResults(
+        removed=len(removed),
         query=query,
         hits=tuple(hits),
         coverage=Coverage.RESULTS if hits else _empty_coverage(found),
@@ -131,8 +135,15 @@ def tool_text(
                 lines += _result_lines(hit, ledger)
             if repeated:
                 lines.append(prompts.SEARCH_ALREADY_LISTED.format(numbers=", ".join(repeated)))
-            if not query.hits:
+            if not query.hits and query.removed:
+                lines.append(prompts.SEARCH_ALL_REMOVED.format(count=query.removed))
+            elif not query.hits:
                 lines.append(_nothing(query.coverage, call))
+            elif query.removed:
+                noun = "result" if query.removed == 1 else "results"
+                lines.append(
+                    prompts.SEARCH_REMOVED_BY_LISTS.format(count=query.removed, results=noun)
+                )
             lines += [
                 prompts.SEARCH_PART_FAILED.format(message=message)
                 for message in dict.fromkeys(f.message for f in query.failures)
