@@ -115,9 +115,13 @@ def error_of(answer: httpx.Response) -> dict[str, Any]:
         body: dict[str, Any] = answer.json()["error"]
         return body
     for line in answer.text.splitlines():
-        if line.startswith("data: {") and '"error"' in line:
-            payload: dict[str, Any] = json.loads(line.removeprefix("data: "))["error"]
-            return payload
+        if line.startswith("data: {"):
+            # Tool events carry an "error" field of their own (a search's): only the
+            # stream's error event has it at the top.
+            event = json.loads(line.removeprefix("data: "))
+            if isinstance(event.get("error"), dict):
+                payload: dict[str, Any] = event["error"]
+                return payload
     raise AssertionError(f"no error event in {answer.text[-500:]!r}")
 
 
