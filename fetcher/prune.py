@@ -7,7 +7,9 @@ its guard wiped whole articles on real pages:
 
 * elements that never carry readable text (scripts, styles, templates, svg, iframes, form
   controls) and navigation landmarks (``nav``, ``aside``, ``menu``, chrome ARIA roles) go;
-* hidden elements go (``hidden``, ``display:none``, ``visibility:hidden``); not
+* hidden elements go (``hidden``, ``display:none``, ``visibility:hidden``), except closed
+  tabs and folds (``role="tabpanel"``, or a class/id word such as tab, pane, panel,
+  accordion, collapse, faq, answer): a product's specification table waits in one. Not
   ``aria-hidden="true"``, which hides from screen readers only: carousels, card grids and
   duplicate card links wear it on text the page shows (docs/reader.md);
 * ``header``/``footer`` go only outside ``article``/``main``, so an article keeps its own title
@@ -106,6 +108,13 @@ _CONTENT_WORD = re.compile(
 )
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _PARTS = re.compile(r"[^\W_]+")
+# Words naming a tab, an accordion fold or an FAQ answer: hidden until clicked, but the
+# page's own content (a product's specification table, a service's FAQ).
+_PANEL_WORD = re.compile(
+    r"tabs? | tabpanel | panes? | panels? | accordion\w* | collapse | collapsible | faq\w* | "
+    r"answer",
+    re.VERBOSE,
+)
 
 # Substrings every boilerplate class/id contains; only values holding one get the word test.
 # (str.find scans several times faster than one regex alternation over the same text.)
@@ -305,6 +314,14 @@ def _hinted_elements(root: HtmlElement) -> list[HtmlElement]:
     return [found[index] for index in sorted(found)]
 
 
+def _is_panel(element: HtmlElement) -> bool:
+    """Whether a hidden element is a closed tab or fold of the page's own content."""
+    if element.get("role") == "tabpanel":
+        return True
+    words = _name_words(f"{element.get('class', '')} {element.get('id', '')}")
+    return any(_PANEL_WORD.fullmatch(word) for word in words)
+
+
 def _is_hidden(name: str, value: str) -> bool:
     if name == "hidden":
         return True
@@ -340,7 +357,7 @@ def prune_chrome(root: HtmlElement) -> None:
         if name == "role":
             if value in _CHROME_ROLES and element not in holds_main:
                 doomed.append(element)
-        elif _is_hidden(name, value) and element not in holds_content:
+        elif _is_hidden(name, value) and element not in holds_content and not _is_panel(element):
             doomed.append(element)
     for element in root.iter("header", "footer"):
         if element not in holds_content and not inside_content(element):

@@ -43,6 +43,7 @@ ARTICLE = "<p>" + "Article words here. " * 20 + "</p>"
         pytest.param('<div hidden="">hidden</div>', id="hidden-attribute"),
         pytest.param('<div style="display: none">none</div>', id="display-none"),
         pytest.param('<div style="VISIBILITY:hidden">invisible</div>', id="visibility-hidden"),
+        pytest.param('<div class="table" style="display:none">x</div>', id="hidden-not-a-tab"),
         pytest.param("<header>Site header</header>", id="page-header"),
         pytest.param("<footer>Site footer</footer>", id="page-footer"),
         pytest.param("<form><input><p>Subscribe</p></form>", id="small-form"),
@@ -97,6 +98,11 @@ def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
         pytest.param('<div class="jXK9ad-SmKAyb">Words</div>', id="generated-ad"),
         pytest.param('<div id="h.adfd8bb8ef21486_41">Words</div>', id="generated-id-ad"),
         pytest.param('<div class="navQ2x">Words</div>', id="generated-nav"),
+        # Closed tabs and folds hold the page's own content (a specification table).
+        pytest.param('<div class="tab-pane" style="display:none">Specs</div>', id="tab-pane"),
+        pytest.param('<div role="tabpanel" hidden>Details</div>', id="role-tabpanel"),
+        pytest.param('<div class="faq__answer" style="display: none">Yes</div>', id="faq"),
+        pytest.param('<div id="accordion-body-3" hidden>Fold</div>', id="accordion"),
     ],
 )
 def test_guards_keep_content(body: str) -> None:
