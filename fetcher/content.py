@@ -39,7 +39,9 @@ A region of a few hundred characters (under :data:`_SCRAP`) that holds under
 :data:`_MIN_SHARE` of the page's text (links included, named boilerplate not) is a scrap:
 the intro line of a listing, a product's title block, a category blurb above a grid of
 cards whose text is all links. The region then widens to its nearest ancestor holding that
-share of the text, and to the whole page (``partial``) when that is the body
+share of the text, and to the whole page (``partial``) when that is the body. On a page
+that says it is an article (``og:type``) a short region is a short article: there only one
+under :data:`_ARTICLE_SCRAP` that does not hold the page's ``<h1>`` is a scrap
 (docs/reader.md).
 
 Not sure (:class:`MainContentVerdict`), and the caller reads the whole pruned page, when: nothing
@@ -113,6 +115,9 @@ _MIN_COVER = 0.2
 # A region this small holding under this share of the page's text is a scrap of it.
 _SCRAP = 600
 _MIN_SHARE = 0.3
+# On a page that says it is an article, only a region shorter than a headline and a
+# sentence, without the page's h1, is a scrap (the reader's own "too little" line).
+_ARTICLE_SCRAP = 200
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _BOILERPLATE_WORD = re.compile(
@@ -479,7 +484,7 @@ def find_main_content(root: HtmlElement) -> MainContent:
     elif sum(node.paragraph_chars for node in region) < _MIN_COVER * walk.root.paragraph_chars:
         verdict = MainContentVerdict.PARTIAL
     if verdict is MainContentVerdict.MAIN and not _titled_article(root, region):
-        region = _widened(walk, region)
+        region = _widened(walk, region, _ARTICLE_SCRAP if _declares_article(root) else _SCRAP)
         if not region:
             verdict = MainContentVerdict.PARTIAL
     if verdict is not MainContentVerdict.MAIN:
@@ -487,24 +492,34 @@ def find_main_content(root: HtmlElement) -> MainContent:
     return MainContent(verdict, tuple(node.element for node in region), walk.work)
 
 
-def _titled_article(root: HtmlElement, region: tuple[_Node, ...]) -> bool:
-    """Whether the region is an article however short: the page says it is one (Open Graph
-    ``og:type``) and the region holds its ``<h1>``."""
+def _declares_article(root: HtmlElement) -> bool:
+    """Whether the page says it is an article (Open Graph ``og:type``): then a short region
+    is a short article, not a scrap."""
     kinds = root.xpath("/html/head/meta[@property='og:type']/@content")
-    if not any(str(kind).strip().lower().startswith("article") for kind in kinds):
+    return any(str(kind).strip().lower().startswith("article") for kind in kinds)
+
+
+def _titled_article(root: HtmlElement, region: tuple[_Node, ...]) -> bool:
+    """Whether the page says it is an article and the region holds its ``<h1>``."""
+    if not _declares_article(root):
         return False
     return any(next(node.element.iter("h1"), None) is not None for node in region)
 
 
-def _widened(walk: _Walk, region: tuple[_Node, ...]) -> tuple[_Node, ...]:
+def _widened(walk: _Walk, region: tuple[_Node, ...], scrap: int) -> tuple[_Node, ...]:
     """The region, or the nearest ancestor holding enough text when it is a scrap.
+
+    Args:
+        walk: The walk of the page.
+        region: The region found.
+        scrap: Regions with fewer characters may be scraps.
 
     Returns:
         The region itself; one ancestor; or nothing when only the body holds enough.
     """
     chars = sum(node.chars for node in region)
     wanted = _MIN_SHARE * (walk.root.chars - walk.root.named_chars)
-    if chars >= _SCRAP or chars >= wanted:
+    if chars >= scrap or chars >= wanted:
         return region
     node = region[0].parent
     while node is not None and node is not walk.root:

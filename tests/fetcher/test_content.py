@@ -227,6 +227,9 @@ def test_work_on_a_deeply_nested_page_is_that_of_a_flat_one(text: int, links: in
     assert nested.work <= 1.5 * flat.work
 
 
+BRIDGE = "The bridge on Mill Road reopens on Monday, after three weeks of repairs to its deck."
+
+
 def _cards(count: int) -> str:
     # Listing cards whose text is all inside their links, as on category and search pages.
     return "".join(
@@ -269,26 +272,21 @@ def test_an_article_is_no_scrap(article: str, cards: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("head", "title", "sure"),
+    ("kind", "region", "sure"),
     [
-        pytest.param(
-            "<meta property='og:type' content='article'>",
-            "<h1>Brief</h1>",
-            True,
-            id="titled-article",
-        ),
-        pytest.param(
-            "<meta property='og:type' content='website'>", "<h1>Brief</h1>", False, id="website"
-        ),
-        pytest.param("<meta property='og:type' content='article'>", "", False, id="untitled"),
+        pytest.param("article", f"<p>{LOREM * 3}</p>", True, id="article"),
+        pytest.param("Article", f"<p>{LOREM * 3}</p>", True, id="article-capitalised"),
+        pytest.param("article", f"<h1>Brief</h1><p>{BRIDGE}</p>", True, id="titled"),
+        pytest.param("article", f"<p>{BRIDGE}</p>", False, id="untitled-scrap"),
+        pytest.param("website", f"<p>{LOREM * 3}</p>", False, id="website"),
     ],
 )
-def test_a_short_region_is_an_article_only_when_the_page_says_so(
-    head: str, title: str, sure: bool
+def test_a_short_region_is_an_article_when_the_page_says_so(
+    kind: str, region: str, sure: bool
 ) -> None:
     root: HtmlElement = document_fromstring(
-        f"<html><head>{head}</head><body><div class='story'>{title}<p>{LOREM}</p></div>"
-        f"<ul>{_cards(20)}</ul></body></html>",
+        f"<html><head><meta property='og:type' content='{kind}'></head><body>"
+        f"<div class='story'>{region}</div><ul>{_cards(20)}</ul></body></html>",
         parser=_PARSER,
     )
     drop_junk(root)
