@@ -2,13 +2,20 @@
 
 The corpus (``../shared/corpus/extraction`` beside the repository, see its README) holds real
 pages with the article text people (``aeb``) or Readability.js (``readability``) found in them.
+``../shared/corpus/wcxb-dev`` (:data:`WCXB_ROOT`) has the same layout and holds the page types
+articles leave out (forums, docs, listings, collections, products, services), each page with
+its ``page_type`` and two lists of snippets: ``with`` (must appear in a good reading) and
+``without`` (boilerplate that must not).
 The scores (``shared/notes/extraction.md``) count words as a bag of lower-cased ``\\w+`` tokens:
 
 * *budget recall*: the share of the article's words found in the first 12,000 characters of a
   reader's text;
 * *budget precision*: the share of the words in those 12,000 characters that are article words;
 * the *oracle*: the budget recall of the article text itself, whitespace collapsed. Long
-  articles do not fit in 12,000 characters, so it is the ceiling for each page.
+  articles do not fit in 12,000 characters, so it is the ceiling for each page;
+* *snippets*: a snippet is in a text when its words, in order, are a run of the words of the
+  text's first 12,000 characters (:func:`holds_snippet`): markup the reader adds (``#``,
+  ``|``, fences) and line breaks do not hide a snippet, a word cut in two does.
 
 Each page also belongs to one of two fixed halves (``dev`` or ``check``, by a hash of its id),
 so a change tuned on one half can be confirmed on the other.
@@ -23,6 +30,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from lxml import etree
 from lxml.html import document_fromstring
@@ -30,15 +38,31 @@ from lxml.html import document_fromstring
 __all__ = [
     "CORPUS_ROOT",
     "HALVES",
+    "WCXB_ROOT",
     "Page",
     "budget_precision",
     "budget_recall",
+    "holds_snippet",
     "load_pages",
     "oracle_text",
     "tokens",
 ]
 
-CORPUS_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "extraction"
+
+def _shared_corpora(repository: Path) -> Path:
+    """``shared/corpus`` beside the repository, or beside a folder above it.
+
+    A clone sits next to ``shared`` (CI); a git worktree sits one level further down
+    (``wt/<name>``), so the nearest ancestor that has ``shared/corpus`` beside it wins.
+    """
+    for folder in repository.parents:
+        if (folder / "shared" / "corpus").is_dir():
+            return folder / "shared" / "corpus"
+    return repository.parent / "shared" / "corpus"
+
+
+CORPUS_ROOT = _shared_corpora(Path(__file__).resolve().parents[1]) / "extraction"
+WCXB_ROOT = CORPUS_ROOT.parent / "wcxb-dev"
 BUDGET = 12_000
 HALVES = ("dev", "check")
 
@@ -83,13 +107,17 @@ class Page:
     """One corpus page: its HTML bytes, the words of its article, and that article's own score.
 
     Attributes:
-        id: The manifest id (``aeb/<sha>`` or ``rdb/<name>``).
-        set: ``aeb`` or ``readability``.
+        id: The manifest id (``aeb/<sha>``, ``rdb/<name>`` or ``wcxb-dev/<n>``).
+        set: ``aeb``, ``readability`` or ``wcxb-dev``.
         url: The page's address.
         html: The page as served (UTF-8).
         truth: The article's tokens.
         oracle: The budget recall of the article text itself.
         half: ``dev`` or ``check``: a fixed split of the pages in two.
+        page_type: The manifest's ``page_type`` (``forum``, ``listing`` ...); ``article``
+            for a set without one.
+        with_: Snippets a good reading holds (``wcxb-dev`` only).
+        without: Boilerplate snippets a good reading leaves out (``wcxb-dev`` only).
     """
 
     id: str
@@ -99,6 +127,9 @@ class Page:
     truth: collections.Counter[str]
     oracle: float
     half: str
+    page_type: str = "article"
+    with_: tuple[str, ...] = ()
+    without: tuple[str, ...] = ()
 
 
 def tokens(text: str) -> collections.Counter[str]:
@@ -143,6 +174,27 @@ def budget_precision(truth: collections.Counter[str], text: str, budget: int = B
     return _matched(truth, got) / total if total else 0.0
 
 
+def _word_run(text: str) -> str:
+    """The text's lower-cased words, each between single spaces, for whole-word search."""
+    return " " + " ".join(_TOKEN.findall(text.lower())) + " "
+
+
+def holds_snippet(snippet: str, text: str, budget: int = BUDGET) -> bool:
+    """Whether a snippet's words appear, in order and adjacent, in the first ``budget`` characters.
+
+    Args:
+        snippet: A ``with`` or ``without`` snippet.
+        text: A reader's output.
+        budget: How many leading characters of ``text`` count.
+
+    Returns:
+        True when the snippet's word run is a run of the text's words; False for a snippet
+        without words.
+    """
+    words = _word_run(snippet)
+    return words.strip() != "" and words in _word_run(text[:budget])
+
+
 def oracle_text(truth_text: str) -> str:
     """The article text as the ideal reader would return it: one line per line, spaces collapsed."""
     lines = (" ".join(line.split()) for line in truth_text.splitlines())
@@ -182,7 +234,7 @@ def load_pages(root: Path = CORPUS_ROOT, *, synthetic: bool = False) -> list[Pag
     Returns:
         The pages in manifest order.
     """
-    truth_files: dict[str, dict[str, dict[str, str]]] = {}
+    truth_files: dict[str, dict[str, dict[str, Any]]] = {}
     pages: list[Page] = []
     with (root / "manifest.jsonl").open(encoding="utf-8") as manifest:
         rows = [json.loads(line) for line in manifest if line.strip()]
@@ -194,11 +246,27 @@ def load_pages(root: Path = CORPUS_ROOT, *, synthetic: bool = False) -> list[Pag
         if row["truth_kind"] == "text":
             if path not in truth_files:
                 truth_files[path] = json.loads(gzip.decompress((root / path).read_bytes()))
-            truth_text = truth_files[path][key]["articleBody"]
+            entry = truth_files[path][key]
+            truth_text = entry["articleBody"]
+            with_, without = tuple(entry.get("with", ())), tuple(entry.get("without", ()))
         else:
             markup = gzip.decompress((root / path).read_bytes()).decode("utf-8", "replace")
             truth_text = _html_text(markup)
+            with_, without = (), ()
         truth = tokens(truth_text)
         oracle = budget_recall(truth, oracle_text(truth_text))
-        pages.append(Page(row["id"], row["set"], row["url"], html, truth, oracle, _half(row["id"])))
+        pages.append(
+            Page(
+                row["id"],
+                row["set"],
+                row["url"],
+                html,
+                truth,
+                oracle,
+                _half(row["id"]),
+                row.get("page_type", "article"),
+                with_,
+                without,
+            )
+        )
     return pages

@@ -35,6 +35,15 @@ links (a lead paragraph or a last section outside the body container, not a rail
 and out of list and table parts. Last it takes those siblings that score well, read like a
 paragraph, or hold a table or a code block, unless they are mostly links or named boilerplate.
 
+A region of a few hundred characters (under :data:`_SCRAP`) that holds under
+:data:`_MIN_SHARE` of the page's text (links included, named boilerplate not) is a scrap:
+the intro line of a listing, a product's title block, a category blurb above a grid of
+cards whose text is all links. The region then widens to its nearest ancestor holding that
+share of the text, and to the whole page (``partial``) when that is the body. On a page
+that says it is an article (``og:type``) a short region is a short article: there only one
+under :data:`_ARTICLE_SCRAP` that does not hold the page's ``<h1>`` is a scrap
+(docs/reader.md).
+
 Not sure (:class:`MainContentVerdict`), and the caller reads the whole pruned page, when: nothing
 scores (``no_content``); the region is the whole body (``whole_page``); three or more elements
 scoring at least half the best lie outside the region, as on listings and forum indexes
@@ -103,6 +112,12 @@ _SIBLING_SHARE = 0.2
 _SIBLING_PARAGRAPH = 80
 _SIBLING_LINKS = 0.25
 _MIN_COVER = 0.2
+# A region this small holding under this share of the page's text is a scrap of it.
+_SCRAP = 600
+_MIN_SHARE = 0.3
+# On a page that says it is an article, only a region shorter than a headline and a
+# sentence, without the page's h1, is a scrap (the reader's own "too little" line).
+_ARTICLE_SCRAP = 200
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _BOILERPLATE_WORD = re.compile(
@@ -166,6 +181,7 @@ class _Node:
         "last",
         "links",
         "named",
+        "named_chars",
         "net",
         "paragraph_chars",
         "parent",
@@ -185,6 +201,7 @@ class _Node:
         self.blocks = 0  # paragraphs in the subtree
         self.score_sum = 0.0
         self.named = False  # its class or id names boilerplate
+        self.named_chars = 0  # characters inside elements counted as boilerplate by name
         self.structured = False  # whether the subtree holds a table or a code block
 
     @property
@@ -281,6 +298,7 @@ class _Walk:
             parent.links += node.links
             parent.net += node.net
             parent.paragraph_chars += node.paragraph_chars
+            parent.named_chars += node.named_chars
             parent.blocks += node.blocks
             if tag in _STRUCTURED:
                 node.structured = True
@@ -306,6 +324,7 @@ class _Walk:
             # Comments, related stories ...: links to the scoring, whatever their text. Not
             # when they hold most of the page: then the name is wrong, or the page is a thread.
             node.net = -node.chars
+            node.named_chars = node.chars
             node.paragraph_chars = 0
             node.score_sum = 0.0
             del self.candidates[mark:]
@@ -464,9 +483,51 @@ def find_main_content(root: HtmlElement) -> MainContent:
         verdict = MainContentVerdict.SCATTERED
     elif sum(node.paragraph_chars for node in region) < _MIN_COVER * walk.root.paragraph_chars:
         verdict = MainContentVerdict.PARTIAL
+    if verdict is MainContentVerdict.MAIN and not _titled_article(root, region):
+        region = _widened(walk, region, _ARTICLE_SCRAP if _declares_article(root) else _SCRAP)
+        if not region:
+            verdict = MainContentVerdict.PARTIAL
     if verdict is not MainContentVerdict.MAIN:
         return MainContent(verdict, (), walk.work)
     return MainContent(verdict, tuple(node.element for node in region), walk.work)
+
+
+def _declares_article(root: HtmlElement) -> bool:
+    """Whether the page says it is an article (Open Graph ``og:type``): then a short region
+    is a short article, not a scrap."""
+    kinds = root.xpath("/html/head/meta[@property='og:type']/@content")
+    return any(str(kind).strip().lower().startswith("article") for kind in kinds)
+
+
+def _titled_article(root: HtmlElement, region: tuple[_Node, ...]) -> bool:
+    """Whether the page says it is an article and the region holds its ``<h1>``."""
+    if not _declares_article(root):
+        return False
+    return any(next(node.element.iter("h1"), None) is not None for node in region)
+
+
+def _widened(walk: _Walk, region: tuple[_Node, ...], scrap: int) -> tuple[_Node, ...]:
+    """The region, or the nearest ancestor holding enough text when it is a scrap.
+
+    Args:
+        walk: The walk of the page.
+        region: The region found.
+        scrap: Regions with fewer characters may be scraps.
+
+    Returns:
+        The region itself; one ancestor; or nothing when only the body holds enough.
+    """
+    chars = sum(node.chars for node in region)
+    wanted = _MIN_SHARE * (walk.root.chars - walk.root.named_chars)
+    if chars >= scrap or chars >= wanted:
+        return region
+    node = region[0].parent
+    while node is not None and node is not walk.root:
+        walk.work += 1
+        if node.chars >= wanted:
+            return (node,)
+        node = node.parent
+    return ()
 
 
 def keep_only(root: HtmlElement, elements: tuple[HtmlElement, ...]) -> None:

@@ -7,8 +7,11 @@ its guard wiped whole articles on real pages:
 
 * elements that never carry readable text (scripts, styles, templates, svg, iframes, form
   controls) and navigation landmarks (``nav``, ``aside``, ``menu``, chrome ARIA roles) go;
-* hidden elements go (``hidden``, ``aria-hidden="true"``, ``display:none``,
-  ``visibility:hidden``);
+* hidden elements go (``hidden``, ``display:none``, ``visibility:hidden``), except closed
+  tabs and folds (``role="tabpanel"``, or a class/id word such as tab, pane, panel,
+  accordion, collapse, faq, answer): a product's specification table waits in one. Not
+  ``aria-hidden="true"``, which hides from screen readers only: carousels, card grids and
+  duplicate card links wear it on text the page shows (docs/reader.md);
 * ``header``/``footer`` go only outside ``article``/``main``, so an article keeps its own title
   and byline;
 * a ``form`` goes only when it holds no ``article``/``main`` and fewer than 3 paragraphs
@@ -16,7 +19,8 @@ its guard wiped whole articles on real pages:
 * an element whose class or id names boilerplate (cookie, share, related, ads ...) goes only
   when its class/id does not also name content, it holds no ``article``/``main``, and it
   holds at most 30 % of the page's text; words for the page's own chrome (nav, widget,
-  footer) count only outside ``article``/``main``.
+  footer) count only outside ``article``/``main``. A part of a class or id that mixes
+  letters and digits (``jXK9ad``, ``h.6c1f73b0``) is a generated name and holds no words.
 
 The tree is changed in place. Nothing here recurses in Python, so deep trees are safe, and
 nothing costs depth x size: an element nested in a dropped one is not dropped again (lxml
@@ -74,7 +78,7 @@ _CHROME_ROLES = (
 # libxml2 does the scanning; Python sees only candidates. ``iter(tags)`` is the cheapest scan;
 # for attributes, selecting the attribute values themselves is about twice as fast as
 # selecting elements by an attribute predicate (each value knows its element and name).
-_MARKED_XPATH = "//body//@role | //body//@hidden | //body//@aria-hidden | //body//@style"
+_MARKED_XPATH = "//body//@role | //body//@hidden | //body//@style"
 _NAMED_XPATH = "//body//@class | //body//@id"
 
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
@@ -103,6 +107,14 @@ _CONTENT_WORD = re.compile(
     re.VERBOSE,
 )
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_PARTS = re.compile(r"[^\W_]+")
+# Words naming a tab, an accordion fold or an FAQ answer: hidden until clicked, but the
+# page's own content (a product's specification table, a service's FAQ).
+_PANEL_WORD = re.compile(
+    r"tabs? | tabpanel | panes? | panels? | accordion\w* | collapse | collapsible | faq\w* | "
+    r"answer",
+    re.VERBOSE,
+)
 
 # Substrings every boilerplate class/id contains; only values holding one get the word test.
 # (str.find scans several times faster than one regex alternation over the same text.)
@@ -194,9 +206,23 @@ def _is_content(element: HtmlElement) -> bool:
     return element.tag in ("article", "main") or element.get("role") == "main"
 
 
+def _name_words(value: str) -> list[str]:
+    """The lower-cased words of a class or id value, split at punctuation and camelCase.
+
+    A part that mixes letters and digits is a generated name (CSS modules, Google Sites):
+    read as words, ``jXK9ad`` would hold "ad" and ``navQ2x`` "nav", so it holds none.
+    """
+    return [
+        word.lower()
+        for part in _PARTS.findall(value)
+        if part.isalpha() or part.isdigit()
+        for word in _WORDS.findall(part)
+    ]
+
+
 def _names_boilerplate(element: HtmlElement, inside_content: _MarkedAbove) -> bool:
     value = f"{element.get('class', '')} {element.get('id', '')}"
-    words = [w.lower() for w in _WORDS.findall(value)]
+    words = _name_words(value)
     if any(_CONTENT_WORD.fullmatch(w) for w in words):
         return False
     if any(_BOILERPLATE_WORD.fullmatch(w) for w in words):
@@ -288,11 +314,17 @@ def _hinted_elements(root: HtmlElement) -> list[HtmlElement]:
     return [found[index] for index in sorted(found)]
 
 
+def _is_panel(element: HtmlElement) -> bool:
+    """Whether a hidden element is a closed tab or fold of the page's own content."""
+    if element.get("role") == "tabpanel":
+        return True
+    words = _name_words(f"{element.get('class', '')} {element.get('id', '')}")
+    return any(_PANEL_WORD.fullmatch(word) for word in words)
+
+
 def _is_hidden(name: str, value: str) -> bool:
     if name == "hidden":
         return True
-    if name == "aria-hidden":
-        return value.strip().lower() == "true"
     return _HIDDEN_STYLE.search(value) is not None
 
 
@@ -325,7 +357,7 @@ def prune_chrome(root: HtmlElement) -> None:
         if name == "role":
             if value in _CHROME_ROLES and element not in holds_main:
                 doomed.append(element)
-        elif _is_hidden(name, value) and element not in holds_content:
+        elif _is_hidden(name, value) and element not in holds_content and not _is_panel(element):
             doomed.append(element)
     for element in root.iter("header", "footer"):
         if element not in holds_content and not inside_content(element):

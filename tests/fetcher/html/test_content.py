@@ -225,3 +225,73 @@ def test_work_on_a_deeply_nested_page_is_that_of_a_flat_one(text: int, links: in
     elements = blocks * (3 + links)
     assert flat.work <= 4 * elements
     assert nested.work <= 1.5 * flat.work
+
+
+BRIDGE = "The bridge on Mill Road reopens on Monday, after three weeks of repairs to its deck."
+
+
+def _cards(count: int) -> str:
+    # Listing cards whose text is all inside their links, as on category and search pages.
+    return "".join(
+        f'<li class="card"><a href="/item/{i}"><h3>Item {i}: a solid oak shelf unit</h3>'
+        f"<div>Holds books, boxes and records; two sizes, three finishes, flat-packed.</div>"
+        "</a></li>"
+        for i in range(count)
+    )
+
+
+def test_a_blurb_above_a_grid_of_cards_widens_to_the_listing() -> None:
+    blurb = "<p>Shelving for every room, in oak, in birch, in white, and in black, too.</p>"
+    main = _find(
+        '<div class="menu"><a href="/">Home</a> <a href="/shop">Shop</a></div>'
+        f'<div class="category"><div class="intro">{blurb}</div><ul>{_cards(20)}</ul></div>'
+    )
+    assert main.sure
+    assert [element.get("class") for element in main.elements] == ["category"]
+    assert "Item 19:" in _text(main)
+
+
+def test_a_blurb_whose_listing_is_the_whole_page_reads_the_page() -> None:
+    blurb = "<p>Shelving for every room, in oak, in birch, in white, and in black, too.</p>"
+    main = _find(f'<div class="intro">{blurb}</div><ul>{_cards(20)}</ul>')
+    assert main.verdict is MainContentVerdict.PARTIAL
+    assert main.elements == ()
+
+
+@pytest.mark.parametrize(
+    ("article", "cards"),
+    [
+        pytest.param(f"<p>{LOREM}</p><p>{LOREM}</p>", 2, id="short-article-on-a-short-page"),
+        pytest.param(_paragraphs("Article", 4), 40, id="article-of-600-characters-or-more"),
+    ],
+)
+def test_an_article_is_no_scrap(article: str, cards: int) -> None:
+    main = _find(f'<div class="story">{article}</div><ul>{_cards(cards)}</ul>')
+    assert main.sure
+    assert [element.get("class") for element in main.elements] == ["story"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "region", "sure"),
+    [
+        pytest.param("article", f"<p>{LOREM * 3}</p>", True, id="article"),
+        pytest.param("Article", f"<p>{LOREM * 3}</p>", True, id="article-capitalised"),
+        pytest.param("article", f"<h1>Brief</h1><p>{BRIDGE}</p>", True, id="titled"),
+        pytest.param("article", f"<p>{BRIDGE}</p>", False, id="untitled-scrap"),
+        pytest.param("website", f"<p>{LOREM * 3}</p>", False, id="website"),
+    ],
+)
+def test_a_short_region_is_an_article_when_the_page_says_so(
+    kind: str, region: str, sure: bool
+) -> None:
+    root: HtmlElement = document_fromstring(
+        f"<html><head><meta property='og:type' content='{kind}'></head><body>"
+        f"<div class='story'>{region}</div><ul>{_cards(20)}</ul></body></html>",
+        parser=_PARSER,
+    )
+    drop_junk(root)
+    prune_chrome(root)
+    main = find_main_content(root)
+    assert main.sure is sure
+    if sure:
+        assert [element.get("class") for element in main.elements] == ["story"]

@@ -109,7 +109,10 @@ def test_main_content_is_read_without_the_rest_of_the_page() -> None:
         f"<li><a href='/t/{i}'>Another story with a long enough headline, number {i}</a></li>"
         for i in range(40)
     )
+    # The page says it is an article and the region holds its title: however short, the
+    # region is the article, not the intro of a listing (fetcher/html/content.py, scraps).
     html = (
+        "<head><meta property='og:type' content='article'></head>"
         "<body><div class='page'><div class='article'><h1>Brief</h1><p>The bridge on Mill Road "
         "reopens on Monday, after three weeks of repairs to its deck, the council said.</p></div>"
         f"<div class='more'><ul>{teasers}</ul></div></div></body>"

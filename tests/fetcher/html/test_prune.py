@@ -41,9 +41,9 @@ ARTICLE = "<p>" + "Article words here. " * 20 + "</p>"
         pytest.param('<div role="search">search</div>', id="role-search"),
         pytest.param('<div role="dialog">dialog</div>', id="role-dialog"),
         pytest.param('<div hidden="">hidden</div>', id="hidden-attribute"),
-        pytest.param('<div aria-hidden="true">aria</div>', id="aria-hidden"),
         pytest.param('<div style="display: none">none</div>', id="display-none"),
         pytest.param('<div style="VISIBILITY:hidden">invisible</div>', id="visibility-hidden"),
+        pytest.param('<div class="table" style="display:none">x</div>', id="hidden-not-a-tab"),
         pytest.param("<header>Site header</header>", id="page-header"),
         pytest.param("<footer>Site footer</footer>", id="page-footer"),
         pytest.param("<form><input><p>Subscribe</p></form>", id="small-form"),
@@ -58,6 +58,8 @@ ARTICLE = "<p>" + "Article words here. " * 20 + "</p>"
         pytest.param('<div class="site-nav">Menu</div>', id="class-nav"),
         pytest.param('<div id="footer">Legal</div>', id="id-footer"),
         pytest.param('<section class="widget">Popular</section>', id="class-widget"),
+        pytest.param('<div class="ad-1 x9">Ad</div>', id="word-beside-a-number"),
+        pytest.param('<div class="sc-3f2 share">Share</div>', id="word-beside-a-hash"),
     ],
 )
 def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
@@ -89,6 +91,18 @@ def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
         pytest.param('<div class="canvas-unavailable">Words</div>', id="nav-inside-words"),
         pytest.param('<div style="color: red">Styled</div>', id="style-not-hidden"),
         pytest.param('<article aria-hidden="false"><p>x</p></article>', id="aria-hidden-false"),
+        # aria-hidden hides from screen readers only; cards and carousels wear it on text
+        # the page shows (wcxb-dev listings and collections, docs/reader.md).
+        pytest.param('<a aria-hidden="true" href="/p">Card text</a>', id="aria-hidden-shown"),
+        # Generated class names are not words: "jXK9ad" holds no "ad", "h.ad4f0c" neither.
+        pytest.param('<div class="jXK9ad-SmKAyb">Words</div>', id="generated-ad"),
+        pytest.param('<div id="h.adfd8bb8ef21486_41">Words</div>', id="generated-id-ad"),
+        pytest.param('<div class="navQ2x">Words</div>', id="generated-nav"),
+        # Closed tabs and folds hold the page's own content (a specification table).
+        pytest.param('<div class="tab-pane" style="display:none">Specs</div>', id="tab-pane"),
+        pytest.param('<div role="tabpanel" hidden>Details</div>', id="role-tabpanel"),
+        pytest.param('<div class="faq__answer" style="display: none">Yes</div>', id="faq"),
+        pytest.param('<div id="accordion-body-3" hidden>Fold</div>', id="accordion"),
     ],
 )
 def test_guards_keep_content(body: str) -> None:
