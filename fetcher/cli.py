@@ -23,6 +23,7 @@ from fetcher.errors import HopError
 from fetcher.extract import PAGE_TEXT_LIMIT, Document, cut, read_document
 from fetcher.guard import check_answers, lookup, parse_address
 from fetcher.outcome import Downloaded, Outcome
+from fetcher.pdfreader import PdfReader
 from fetcher.pdfresult import PdfFailure, PdfLimits, is_pdf
 from fetcher.pdfworker import extract_pdf
 from fetcher.policy import Policy
@@ -261,14 +262,16 @@ def _text(args: argparse.Namespace) -> int:
 
 async def _read(args: argparse.Namespace) -> int:
     pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    pdfs = PdfReader()
     try:
         async with Downloader() as downloader:
-            read = Crawler(downloader=downloader, pool=pool)
+            read = Crawler(downloader=downloader, pool=pool, pdfs=pdfs)
             report = await read(
                 args.url, allowed_hosts=args.allow_host, page_limit=max(1, min(args.pages, 6))
             )
     finally:
         await pool.aclose()
+        await pdfs.aclose()
     if args.json:
         _print_json(report_json(report))
     else:

@@ -11,8 +11,8 @@ Each page is turned into text in a render worker (``fetcher.workers``): a bounde
 processes where a page gets a few seconds of CPU and a few hundred megabytes, and is
 stopped there (``timeout`` or ``too_large``), so a hostile page costs its own read only.
 A PDF (``application/pdf``) is read instead by the PDF reader (``fetcher.pdfreader``),
-in a worker process of its own with the same kinds of limits; it gives a title and text
-like a page, no links (a crawl never follows links out of a PDF), and a PDF without
+in a worker process of its own with the same kinds of limits and the same confinement
+(``fetcher.isolation``); it gives a title and text like a page, no links (a crawl never follows links out of a PDF), and a PDF without
 readable text (no text layer, a password, truncated, damaged) is ``unreadable``. The
 PDF's body keeps its room in the downloader until it has been read. One read turns one
 page into text at a time, so reads take turns at the workers.
@@ -43,7 +43,6 @@ from fetcher.extract import (
     Document,
     cut,
     document_from_wire,
-    read_document,
 )
 from fetcher.links import site_of
 from fetcher.outcome import Downloaded, TextRecord
@@ -52,7 +51,8 @@ from fetcher.pdfresult import PdfFailure, PdfProblem
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.urls import Address, parse
-from fetcher.workers import Stopped, Wire, WorkerPool
+from fetcher.workers import Stopped, WorkerPool
+from fetcher.worktasks import Page, read_page
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ MAX_PAGES = 6
 MAX_DEPTH = 2
 DEFAULT_DEADLINE = 30.0
 DEFAULT_CONCURRENCY = 4
-#: Modules the render workers need, imported once by their forkserver.
+#: Modules the render workers need, imported once by their zygote.
 WORKER_PRELOAD = ("fetcher.prewarm",)
 
 PageEvent = PageRead | PageFailed
@@ -71,6 +71,8 @@ _STOPPED_REASONS = {
     "wall": Reason.TIMEOUT,
     "memory": Reason.TOO_LARGE,
     "crashed": Reason.INTERNAL,
+    # Killed by its seccomp filter: a subverted worker or a bug of ours, never the web's.
+    "confined": Reason.INTERNAL,
 }
 #: A PDF's problem as a reason word: its limits are the pages' own words; everything the
 #: document itself is to blame for is ``unreadable``, the detail says which.
@@ -80,34 +82,13 @@ _PDF_REASONS = {
     PdfProblem.TRUNCATED: Reason.UNREADABLE,
     PdfProblem.DAMAGED: Reason.UNREADABLE,
     PdfProblem.CRASHED: Reason.UNREADABLE,
+    PdfProblem.CONFINED: Reason.INTERNAL,
     PdfProblem.TOO_LARGE: Reason.TOO_LARGE,
     PdfProblem.TIMEOUT: Reason.TIMEOUT,
 }
-#: Why a body gave no text: the reason and a line for people.
-_NoText = tuple[Reason, str]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Page:
-    """A downloaded page on its way to a render worker."""
-
-    body: bytes
-    content_type: str
-    charset: str | None
-    url: str
-    site: str
-
-
-def read_page(page: Page) -> Wire:
-    """Runs in a render worker: the page as text (:func:`fetcher.extract.read_document`),
-    as JSON; the crawl checks it with :func:`fetcher.extract.document_from_wire`."""
-    return read_document(
-        page.body,
-        content_type=page.content_type,
-        charset=page.charset,
-        url=page.url,
-        site=page.site,
-    ).to_wire()
+#: Why a body gave no text: the reason, a line for people, and why its worker was stopped
+#: (``fetcher.isolation.Stopped.why``), if it was.
+_NoText = tuple[Reason, str, str | None]
 
 
 @dataclasses.dataclass(slots=True)
@@ -204,10 +185,11 @@ class _Crawl:
                 elapsed_ms=round((time.monotonic() - started) * 1000),
                 reason=None if isinstance(document, Document) else document[0],
                 request_id=self.request_id,
+                stopped=None if isinstance(document, Document) else document[2],
             )
         )
         if not isinstance(document, Document):
-            reason, detail = document
+            reason, detail, _ = document
             return PageFailed(outcome.final_url, reason, detail, page.depth)
         page.links = document.links if page.depth < MAX_DEPTH else ()
         return PageRead(
@@ -229,7 +211,7 @@ class _Crawl:
         answer = await self.crawler.pool.run(read_page, work)
         if isinstance(answer, Stopped):
             reason = _STOPPED_REASONS[answer.why]
-            return reason, f"reading the page stopped: {answer.detail}"
+            return reason, f"reading the page stopped: {answer.detail}", answer.why
         # The worker read hostile bytes: its answer is checked, and breaking the contract
         # is a bug of ours or a subverted worker, reported as ``internal`` (see read()).
         return document_from_wire(answer, url=outcome.final_url, site=self.site)
@@ -238,7 +220,8 @@ class _Crawl:
         """A PDF, read by the PDF reader: title and text, never links."""
         result = await self.crawler.pdfs.read(outcome.body)
         if isinstance(result, PdfFailure):
-            return _PDF_REASONS[result.problem], f"{result.problem}: {result.detail}"
+            stopped = "confined" if result.problem is PdfProblem.CONFINED else None
+            return _PDF_REASONS[result.problem], f"{result.problem}: {result.detail}", stopped
         return Document(title=result.title, text=cut(result.text, PAGE_TEXT_LIMIT), links=())
 
     def next_depth(self, parents: list[_Found]) -> list[_Found]:

@@ -345,6 +345,7 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
             await endpoint.stop()
         await downloader.aclose()
         await pool.aclose()
+        await pdfs.aclose()
     logger.info("stopped")
     return 0
 

@@ -107,6 +107,7 @@ def test_exposition_parses_and_holds_every_metric_of_the_issue() -> None:
         "tigress_fetcher_build_info": "gauge",
         "tigress_fetcher_internal_errors": "counter",
         "tigress_fetcher_texts": "counter",
+        "tigress_fetcher_worker_stops": "counter",
     }
 
 
@@ -139,6 +140,7 @@ def test_names_follow_prometheus_rules_and_labels_come_from_closed_sets() -> Non
         "method": set(RPC_METHODS),
         "code": {"OK", "RESOURCE_EXHAUSTED"},
         "reader": set(READERS),
+        "why": set(STOP_REASONS),
         "version": None,
     }
     for name, family in families(filled_metrics()).items():
@@ -240,7 +242,7 @@ def test_render_pool_state_is_exported() -> None:
             why
             for why in STOP_REASONS
             if sample(metrics, "tigress_fetcher_render_stops_total", why=why) == 0
-        } == {"memory", "wall", "crashed"}
+        } == {"memory", "wall", "crashed", "confined"}
     finally:
         pool.close()
 
@@ -276,3 +278,16 @@ def test_systemd_listeners_adopt_passed_sockets_only_for_this_process(tmp_path: 
     finally:
         for found in adopted:
             found.close()
+
+
+def test_a_worker_killed_by_its_filter_is_counted_by_reader() -> None:
+    metrics = Metrics(CollectorRegistry())
+    name = "tigress_fetcher_worker_stops_total"
+    # Both readers' confinement series exist before anything happened (alerts see a 0).
+    assert sample(metrics, name, reader="html", why="confined") == 0
+    assert sample(metrics, name, reader="pdf", why="confined") == 0
+    confined = TextRecord(f"https://{HOST}/", "html", 10, 5, Reason.INTERNAL, "r", "confined")
+    metrics.observe_text(confined)
+    metrics.observe_text(text("pdf", Reason.UNREADABLE))  # no stop: counted nowhere here
+    assert sample(metrics, name, reader="html", why="confined") == 1
+    assert sample(metrics, name, reader="pdf", why="confined") == 0
