@@ -12,10 +12,11 @@ processes where a page gets a few seconds of CPU and a few hundred megabytes, an
 stopped there (``timeout`` or ``too_large``), so a hostile page costs its own read only.
 A PDF (``application/pdf``) is read instead by the PDF reader (``fetcher.pdfreader``),
 in a worker process of its own with the same kinds of limits and the same confinement
-(``fetcher.isolation``); it gives a title and text like a page, no links (a crawl never follows links out of a PDF), and a PDF without
-readable text (no text layer, a password, truncated, damaged) is ``unreadable``. The
-PDF's body keeps its room in the downloader until it has been read. One read turns one
-page into text at a time, so reads take turns at the workers.
+(``fetcher.isolation``); it gives a title and text like a page, no links (a crawl never
+follows links out of a PDF), and a PDF without readable text (no text layer, a password,
+truncated, damaged) is ``unreadable``. The PDF's body keeps its room in the downloader
+until it has been read. One read turns one page into text at a time, so reads take turns
+at the workers.
 
 Rule 1 applies to the start address. Pages reached by following links are on the start
 page's site by construction (``fetcher.links``), so each is allowed as its own host; a
