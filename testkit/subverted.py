@@ -47,7 +47,8 @@ def named_unix_sockets() -> Wire:
     """The paths of every named Unix socket in ``/proc/net/unix`` (reading is allowed)."""
     with open("/proc/net/unix", encoding="utf-8") as table:
         rows = table.read().splitlines()[1:]
-    paths: list[Wire] = sorted({row.split()[7] for row in rows if len(row.split()) > 7})
+    paths: list[Wire] = []
+    paths += sorted({row.split()[7] for row in rows if len(row.split()) > 7})
     return paths
 
 
