@@ -232,9 +232,7 @@ class Subverted(WorkerPool):
     """A real pool whose every task is an attack, whatever the crawl asked: the worker a
     hostile page or PDF would have subverted (a seam of ours, the task, is what differs)."""
 
-    async def run(
-        self, function: Callable[..., Wire], *args: Any, **kwargs: Any
-    ) -> Wire | Stopped:
+    async def run(self, function: Callable[..., Wire], *args: Any, **kwargs: Any) -> Wire | Stopped:
         return await super().run(subverted.raw_socket)
 
 

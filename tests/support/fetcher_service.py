@@ -26,6 +26,7 @@ from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader, Limits
 from fetcher.journal import FetchLog, JsonLinesSink
 from fetcher.metrics import Metrics, exposition
+from fetcher.pdfreader import PdfReader
 from fetcher.policy import Policy
 from fetcher.resolver import StaticResolver
 from fetcher.server import FetcherServer, fetch_observer
@@ -103,6 +104,7 @@ async def running_fetcher(
     if pool is None:
         pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
     metrics.watch_pool(pool)
+    pdfs = PdfReader()
     try:
         await pool.run(os.getpid)  # started, as a running fetcher's pool is
         async with Downloader(
@@ -112,7 +114,9 @@ async def running_fetcher(
             limits=limits or Limits(page_timeout=2.0, max_bytes=64 * 1024),
             observer=(observer := fetch_observer(FetchLog(JsonLinesSink(log)), metrics)),
         ) as downloader:
-            reader = Crawler(downloader=downloader, pool=pool, concurrency=4, observer=observer)
+            reader = Crawler(
+                downloader=downloader, pool=pool, pdfs=pdfs, concurrency=4, observer=observer
+            )
             async with running_server(
                 unix_settings(folder, **({"shutdown_grace_seconds": 1.0} | settings)),
                 reader,
@@ -122,5 +126,6 @@ async def running_fetcher(
                 target = server.settings.listen[0].target
                 yield FetcherService(server, target, log)
     finally:
+        await pdfs.aclose()
         if owned:
             await pool.aclose()
