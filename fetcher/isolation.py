@@ -197,6 +197,9 @@ def base_filter() -> Any:
     import pyseccomp as seccomp  # noqa: PLC0415 - loaded by the zygote, before any fork
 
     rules = seccomp.SyscallFilter(seccomp.KILL_PROCESS)
+    # A call through another architecture's table (int 0x80) kills the process too, not
+    # only its thread (libseccomp's default).
+    rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
     for name in _ALLOWED:
         rules.add_rule(seccomp.ALLOW, name)
     for name in ("write", "writev"):

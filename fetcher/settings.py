@@ -25,6 +25,9 @@ from typing import Any
 
 from fetcher.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
 from fetcher.errors import ConfigError
+from fetcher.isolation import WorkLimits
+from fetcher.pdfreader import CRAWL_CHAR_LIMIT
+from fetcher.pdfresult import PdfLimits
 
 ENV_PREFIX = "TIGRESS_FETCHER_"
 #: The development socket, relative to the directory the processes are started from
@@ -92,11 +95,20 @@ class Settings:
             sent before the caller gives up.
         shutdown_grace_seconds: After SIGTERM, how long in-flight reads may still finish.
         crawl_concurrency: Pages of one hop fetched at once within one read.
-        render_workers: Worker processes that turn pages into text (``fetcher.workers``);
-            each page gets 3 s of CPU and 256 MiB there, whatever this says.
+        render_workers: Worker processes that turn pages into text at once
+            (``fetcher.workers``), each a fresh confined process (``fetcher.isolation``).
         pdf_workers: PDFs read at once, each in a worker process of its own
-            (``fetcher.pdfreader``: 5 s of CPU, 256 MiB, 8 s); the fetcher holds at
-            most twice as many PDF bodies in memory at once.
+            (``fetcher.pdfreader``); the fetcher holds at most twice as many PDF bodies
+            in memory at once.
+        worker_memory_mib: Address space of every render and PDF worker
+            (``RLIMIT_AS``, 256); at most 512, so the unit's ``MemoryMax`` holds every
+            worker at its cap. Its other limits are fixed: no file writes, no processes,
+            no core files, 16 descriptors, the seccomp filter.
+        page_cpu_seconds: CPU time of one page's render (3 s); past it, ``timeout``.
+        page_wall_seconds: Wall-clock time of one page's render (10 s).
+        pdf_cpu_seconds: CPU time of one PDF's reading (5 s).
+        pdf_wall_seconds: Wall-clock time of one PDF's reading (8 s, under the page's
+            10 s deadline in the crawl).
         pdf_max_bytes: A PDF's body limit (16 MiB); a bigger one is ``too_large``, never
             cut. At most :data:`~fetcher.download.PDF_MAX_BYTES_CEILING` (64 MiB),
             which no setting can raise.
@@ -119,6 +131,11 @@ class Settings:
     crawl_concurrency: int = 4
     render_workers: int = 2
     pdf_workers: int = 2
+    worker_memory_mib: int = 256
+    page_cpu_seconds: int = 3
+    page_wall_seconds: float = 10.0
+    pdf_cpu_seconds: int = 5
+    pdf_wall_seconds: float = 8.0
     pdf_max_bytes: int = PDF_MAX_BYTES
     max_message_bytes: int = 1 * MIB
     metrics_listen: str = ""
@@ -127,6 +144,25 @@ class Settings:
     tls_key_file: Path | None = None
     tls_client_ca_file: Path | None = None
     extra_ca_file: CaBundle | None = None
+
+    @property
+    def page_limits(self) -> WorkLimits:
+        """The render workers' limits."""
+        return WorkLimits(
+            cpu_seconds=self.page_cpu_seconds,
+            memory_bytes=self.worker_memory_mib * MIB,
+            wall_seconds=self.page_wall_seconds,
+        )
+
+    @property
+    def pdf_limits(self) -> PdfLimits:
+        """The PDF workers' limits (the crawl's character limit, the body limit)."""
+        return PdfLimits(
+            memory_bytes=self.worker_memory_mib * MIB,
+            cpu_seconds=self.pdf_cpu_seconds,
+            wall_seconds=self.pdf_wall_seconds,
+            char_limit=CRAWL_CHAR_LIMIT,
+        )
 
     @property
     def tls(self) -> bool:
@@ -194,6 +230,13 @@ _FIELDS: dict[str, _Field] = {
     "crawl_concurrency": _Field("int", 1, 64),
     "render_workers": _Field("int", 1, 32),
     "pdf_workers": _Field("int", 1, 16),
+    "worker_memory_mib": _Field(
+        "int", 128, 512, ceiling="the most the fetcher unit's MemoryMax holds for every worker"
+    ),
+    "page_cpu_seconds": _Field("int", 1, 30),
+    "page_wall_seconds": _Field("float", 1, 60),
+    "pdf_cpu_seconds": _Field("int", 1, 30),
+    "pdf_wall_seconds": _Field("float", 1, 60),
     "pdf_max_bytes": _Field(
         "int",
         64 * 1024,
