@@ -46,7 +46,9 @@ pickle. Tasks go to a worker pickled: the fetcher wrote them.
 
 The zygote itself never reads untrusted bytes (only the fetcher's control messages), is
 not dumpable (a same-user process cannot read or write its memory through ``/proc``),
-kills its workers and exits when the fetcher's end of the control channel closes.
+runs under a filter of its own once its preload is done (:func:`zygote_filter`: no
+sockets, no programs, no file removed, moved or written), and kills its workers and exits
+when the fetcher's end of the control channel closes.
 """
 
 from __future__ import annotations
@@ -226,6 +228,41 @@ def with_self(rules: Any, pid: int) -> Any:
     return rules
 
 
+#: What the zygote itself may never do (it forks, reaps and talks on its inherited channel):
+#: no new socket, no program, no file removed, moved or written, no debugger.
+_ZYGOTE_REFUSED = (
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "execve",
+    "execveat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat",
+    "symlink", "symlinkat", "mkdir", "mkdirat", "rmdir", "chmod", "fchmod", "fchmodat",
+    "truncate", "ftruncate", "ptrace", "process_vm_writev", "mount", "setrlimit",
+)  # fmt: skip
+
+
+def zygote_filter() -> Any:
+    """The zygote's own seccomp filter, loaded once its preload is done (its workers add
+    theirs on top): it allows by default and kills on :data:`_ZYGOTE_REFUSED`.
+
+    # Security
+    Rule: the process that forks workers cannot create sockets, run programs or change
+    the file system (the gRPC socket's directory above all). Threat: the zygote reads only
+    the fetcher's control messages, so this guards against a bug of ours there, not
+    against pages. Proof: tests/fetcher/test_isolation.py (the rules).
+    """
+    import pyseccomp as seccomp  # noqa: PLC0415
+
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
+    for name in _ZYGOTE_REFUSED:
+        rules.add_rule(seccomp.KILL_PROCESS, name)
+    # Opening for writing (O_WRONLY, O_RDWR, O_CREAT...): refused, not fatal.
+    for name, arg in (("openat", 2), ("open", 1)):
+        for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND):
+            rules.add_rule(
+                seccomp.ERRNO(errno.EACCES), name, seccomp.Arg(arg, seccomp.MASKED_EQ, flag, flag)
+            )
+    return rules
+
+
 def _resource_limits(limits: WorkLimits) -> tuple[tuple[int, int, int], ...]:
     return (
         (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
@@ -328,6 +365,7 @@ def _zygote(control: socket.socket, preload: Sequence[str]) -> None:  # pragma: 
     import gc  # noqa: PLC0415
 
     rules = base_filter()
+    zygote_filter().load()
     # Forked workers would otherwise copy the heap page by page as their collector walks it.
     gc.freeze()
     # Not dumpable: processes of the same user cannot ptrace it or open /proc/PID/mem.

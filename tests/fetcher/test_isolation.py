@@ -24,6 +24,7 @@ from fetcher.isolation import (
     serve_task,
     stopped_by,
     worker_filter,
+    zygote_filter,
 )
 from fetcher.settings import load_settings
 from testkit import tasks
@@ -200,3 +201,25 @@ def test_worker_memory_is_bounded_both_ways(value: str, allowed: bool) -> None:
 
 def test_a_stop_is_a_value() -> None:
     assert Stopped("confined", "x") == Stopped("confined", "x")
+
+
+def zygote_blocks() -> tuple[str, dict[str, str]]:
+    with tempfile.TemporaryFile() as out:
+        zygote_filter().export_pfc(out)
+        out.seek(0)
+        text = out.read().decode()
+    blocks = re.split(r'  # filter for syscall "', text)
+    return text, {block.split('"', 1)[0]: block for block in blocks[1:]}
+
+
+@pytest.mark.parametrize("name", ["socket", "connect", "bind", "execve", "unlink", "rename"])
+def test_the_zygote_may_not_make_sockets_run_programs_or_remove_files(name: str) -> None:
+    text, blocks = zygote_blocks()
+    assert "  # default action\n  action ALLOW;\n" in text
+    assert "action KILL_PROCESS;" in blocks[name]
+
+
+def test_the_zygote_forks_and_opens_for_reading_only() -> None:
+    _, blocks = zygote_blocks()
+    assert "clone" not in blocks  # the default: allowed
+    assert "action ERRNO(13);" in blocks["openat"]  # EACCES for each writing flag
