@@ -101,8 +101,8 @@ class Settings:
             (``fetcher.pdfreader``); the fetcher holds at most twice as many PDF bodies
             in memory at once.
         worker_memory_mib: Address space of every render and PDF worker
-            (``RLIMIT_AS``, 256); at most 512, so the unit's ``MemoryMax`` holds every
-            worker at its cap. Its other limits are fixed: no file writes, no processes,
+            (``RLIMIT_AS``, 256; at most 512): raising it means raising the unit's
+            ``MemoryMax`` (deploy/systemd/README.md, "Memory"). Its other limits are fixed: no file writes, no processes,
             no core files, 16 descriptors, the seccomp filter.
         page_cpu_seconds: CPU time of one page's render (3 s); past it, ``timeout``.
         page_wall_seconds: Wall-clock time of one page's render (10 s).
@@ -231,7 +231,7 @@ _FIELDS: dict[str, _Field] = {
     "render_workers": _Field("int", 1, 32),
     "pdf_workers": _Field("int", 1, 16),
     "worker_memory_mib": _Field(
-        "int", 128, 512, ceiling="the most the fetcher unit's MemoryMax holds for every worker"
+        "int", 128, 512, ceiling="a worker's cap; the unit's MemoryMax must hold every worker at it"
     ),
     "page_cpu_seconds": _Field("int", 1, 30),
     "page_wall_seconds": _Field("float", 1, 60),
