@@ -102,8 +102,9 @@ class Settings:
             in memory at once.
         worker_memory_mib: Address space of every render and PDF worker
             (``RLIMIT_AS``, 256; at most 512): raising it means raising the unit's
-            ``MemoryMax`` (deploy/systemd/README.md, "Memory"). Its other limits are fixed: no file writes, no processes,
-            no core files, 16 descriptors, the seccomp filter.
+            ``MemoryMax`` (deploy/systemd/README.md, "Memory"). Its other limits are
+            fixed: no file writes, no processes, no core files, 16 descriptors, the
+            seccomp filter.
         page_cpu_seconds: CPU time of one page's render (3 s); past it, ``timeout``.
         page_wall_seconds: Wall-clock time of one page's render (10 s).
         pdf_cpu_seconds: CPU time of one PDF's reading (5 s).
