@@ -471,9 +471,6 @@ class Zygote:
 
     def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        # The coverage tool's own variables, so tests measure the workers; nothing else of
-        # the fetcher's environment (LC_ALL: PDFium and Python read text as UTF-8).
-        environ = {k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")}
         try:
             self._process = subprocess.Popen(  # noqa: S603 - our interpreter, our module
                 [
@@ -490,7 +487,11 @@ class Zygote:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 start_new_session=True,  # a terminal's Ctrl-C goes to the fetcher only
-                env={"LC_ALL": "C.UTF-8", **environ},
+                # Nothing of the fetcher's environment (LC_ALL: PDFium and Python read text
+                # as UTF-8); not the coverage tool's either, whose fork hook would write its
+                # data from confined workers, which the filter refuses (their code is
+                # measured in-process: tests/fetcher/test_isolation.py).
+                env={"LC_ALL": "C.UTF-8"},
             )
         except OSError as exc:
             ours.close()

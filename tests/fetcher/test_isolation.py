@@ -223,3 +223,44 @@ def test_the_zygote_forks_and_opens_for_reading_only() -> None:
     _, blocks = zygote_blocks()
     assert "clone" not in blocks  # the default: allowed
     assert "action ERRNO(13);" in blocks["openat"]  # EACCES for each writing flag
+
+
+def test_the_tasks_give_json_a_page_and_a_pdf_or_its_problem() -> None:
+    # In this process (a worker's own lines are not measured): the same functions.
+    from fetcher.worktasks import Page, read_page, read_pdf
+    from tests.fetcher.pdfmaker import Text, make_pdf
+
+    page = read_page(
+        Page(
+            b"<title>T</title><main><p>Body</p></main>",
+            "text/html",
+            None,
+            "https://a.test/",
+            "a.test",
+        )
+    )
+    assert isinstance(page, dict)
+    assert page["title"] == "T"
+    pdf = make_pdf([[Text(72, 600, b"A line of a PDF.")]], title="Paper P")
+    assert read_pdf(pdf, None) == {
+        "title": "Paper P",
+        "text": "A line of a PDF.",
+        "pages": 1,
+        "pages_read": 1,
+    }
+    damaged = read_pdf(b"%PDF-1.7 nothing else", 100)
+    assert isinstance(damaged, dict)
+    assert damaged["problem"] in ("damaged", "truncated")
+
+
+def test_the_render_zygote_warms_the_reader_and_freezes_its_heap() -> None:
+    import gc
+    import importlib
+    import sys
+
+    sys.modules.pop("fetcher.prewarm", None)
+    try:
+        importlib.import_module("fetcher.prewarm")
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
