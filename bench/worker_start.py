@@ -135,7 +135,7 @@ def main() -> None:
         ("bare interpreter", "pass"),
         ("HTML reader, warmed (the render zygote)", WARM),
         ("PDFium (the PDF zygote)", "import fetcher.pdftext"),
-        ("the whole crawl stack (the old forkserver's preload)", "import fetcher.prewarm"),
+        ("the whole crawl stack (the old forkserver's preload)", f"import fetcher.crawl\n{WARM}"),
     ):
         wall, cpu = _fork_in(preload)
         rows.append((f"fork + exit of {label}", f"{wall:.2f} ms wall, {cpu:.2f} ms CPU"))
