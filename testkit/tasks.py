@@ -11,6 +11,7 @@ from pathlib import Path
 
 from fetcher.isolation import WORKER_CHANNEL
 from fetcher.workers import Wire
+from fetcher.worktasks import read_pdf
 
 
 def spin(seconds: float) -> float:
@@ -90,4 +91,13 @@ def address_space() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmSize:"):
             return int(line.split()[1]) * 1024
+    return 0
+
+
+def pdf_peak_kib(data: bytes, char_limit: int | None) -> int:
+    """Reads a PDF as a PDF worker does; the worker's peak resident memory (KiB)."""
+    read_pdf(data, char_limit)
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
     return 0
