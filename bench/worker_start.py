@@ -9,7 +9,7 @@ own) CPU time:
 - in one warmed process: the first and a later page rendered, a fork (and the child's
   exit) of a process that holds the HTML reader, PDFium, or the whole crawl stack, the
   seccomp filter built and loaded in a child, or prebuilt in the parent and loaded;
-- through the real pools (``fetcher.isolation``): a confined worker of the render pool and
+- through the real pools (``fetcher.isolation.zygote``): a confined worker of the render pool and
   of the PDF pool, from the request to its answer of a trivial task, with no spare
   forked ahead (the worst case: a task that finds no spare) and with one.
 
@@ -29,9 +29,9 @@ import time
 from collections.abc import Callable
 
 from fetcher.crawl import WORKER_PRELOAD
-from fetcher.pdfresult import PdfLimits
-from fetcher.pdfworker import pdf_pool
-from fetcher.workers import WorkerPool
+from fetcher.isolation.workers import WorkerPool
+from fetcher.pdf.result import PdfLimits
+from fetcher.pdf.worker import pdf_pool
 
 REPS = 9
 FORKS = 40
@@ -77,7 +77,7 @@ print(walls[len(walls) // 2] * 1000, cpu_ms)
 
 
 WARM = (
-    "from fetcher.extract import read_document\n"
+    "from fetcher.html.extract import read_document\n"
     "read_document(b'<title>w</title><main><p>w <a href=/a>a</a></p></main>', "
     "content_type='text/html', charset=None, url='https://example.com/', site='example.com')"
 )
@@ -85,7 +85,7 @@ WARM = (
 
 def _first_pages() -> tuple[float, float]:
     program = (
-        "import time\nfrom fetcher.extract import read_document\n"
+        "import time\nfrom fetcher.html.extract import read_document\n"
         "def page():\n    t = time.perf_counter()\n"
         "    read_document(b'<title>w</title><main><p>w <a href=/a>a</a></p></main>', "
         "content_type='text/html', charset=None, url='https://example.com/', "
@@ -124,9 +124,9 @@ def main() -> None:
     rows: list[tuple[str, str]] = []
     bare = _spawn_ms("pass")
     rows.append(("new interpreter (`python -I -c pass`)", f"{bare:.0f} ms"))
-    html = _spawn_ms("import fetcher.extract")
+    html = _spawn_ms("import fetcher.html.extract")
     rows.append(("+ the HTML reader's imports", f"{html:.0f} ms"))
-    pdf = _spawn_ms("import fetcher.pdftext")
+    pdf = _spawn_ms("import fetcher.pdf.text")
     rows.append(("+ PDFium's imports (the old PDF worker's start)", f"{pdf:.0f} ms"))
     rows.append(("+ the HTML reader warmed (first page)", f"{_spawn_ms(WARM):.0f} ms"))
     first, later = _first_pages()
@@ -134,15 +134,15 @@ def main() -> None:
     for label, preload in (
         ("bare interpreter", "pass"),
         ("HTML reader, warmed (the render zygote)", WARM),
-        ("PDFium (the PDF zygote)", "import fetcher.pdftext"),
+        ("PDFium (the PDF zygote)", "import fetcher.pdf.text"),
         ("the whole crawl stack (the old forkserver's preload)", f"import fetcher.crawl\n{WARM}"),
     ):
         wall, cpu = _fork_in(preload)
         rows.append((f"fork + exit of {label}", f"{wall:.2f} ms wall, {cpu:.2f} ms CPU"))
-    build = "from fetcher.isolation import worker_filter"
+    build = "from fetcher.isolation.zygote import worker_filter"
     wall, cpu = _fork_in(f"{WARM}\n{build}", "worker_filter(os.getpid()).load()")
     rows.append(("... + filter built and loaded in the child", f"{wall:.2f} ms, {cpu:.2f} ms CPU"))
-    prebuilt = "from fetcher.isolation import base_filter, with_self\nrules = base_filter()"
+    prebuilt = "from fetcher.isolation.zygote import base_filter, with_self\nrules = base_filter()"
     wall, cpu = _fork_in(f"{WARM}\n{prebuilt}", "with_self(rules, os.getpid()).load()")
     rows.append(("... + filter prebuilt, loaded in the child", f"{wall:.2f} ms, {cpu:.2f} ms CPU"))
     forked = ready = 0.0

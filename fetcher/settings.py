@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fetcher.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
 from fetcher.errors import ConfigError
-from fetcher.isolation import WorkLimits
-from fetcher.pdfreader import CRAWL_CHAR_LIMIT
-from fetcher.pdfresult import PdfLimits
+from fetcher.isolation.zygote import WorkLimits
+from fetcher.net.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
+from fetcher.pdf.reader import CRAWL_CHAR_LIMIT
+from fetcher.pdf.result import PdfLimits
 
 ENV_PREFIX = "TIGRESS_FETCHER_"
 #: The development socket, relative to the directory the processes are started from
@@ -96,9 +96,9 @@ class Settings:
         shutdown_grace_seconds: After SIGTERM, how long in-flight reads may still finish.
         crawl_concurrency: Pages of one hop fetched at once within one read.
         render_workers: Worker processes that turn pages into text at once
-            (``fetcher.workers``), each a fresh confined process (``fetcher.isolation``).
+            (``fetcher.isolation.workers``), each a fresh confined process (``fetcher.isolation.zygote``).
         pdf_workers: PDFs read at once, each in a worker process of its own
-            (``fetcher.pdfreader``); the fetcher holds at most twice as many PDF bodies
+            (``fetcher.pdf.reader``); the fetcher holds at most twice as many PDF bodies
             in memory at once.
         worker_memory_mib: Address space of every render and PDF worker
             (``RLIMIT_AS``, 256; at most 512): raising it means raising the unit's
@@ -111,7 +111,7 @@ class Settings:
         pdf_wall_seconds: Wall-clock time of one PDF's reading (8 s, under the page's
             10 s deadline in the crawl).
         pdf_max_bytes: A PDF's body limit (16 MiB); a bigger one is ``too_large``, never
-            cut. At most :data:`~fetcher.download.PDF_MAX_BYTES_CEILING` (64 MiB),
+            cut. At most :data:`~fetcher.net.download.PDF_MAX_BYTES_CEILING` (64 MiB),
             which no setting can raise.
         max_message_bytes: The gRPC message size limit, both directions.
         metrics_listen: ``host:port`` for a /metrics listener of its own (development
@@ -340,7 +340,7 @@ def read_ca_bundle(path: Path, source: str) -> CaBundle:
     TLS-inspecting proxy does). The file only ever adds to the system store, is named at
     start-up (in the settings lines and the "serving on" line), and a file that is not
     exactly readable PEM stops start-up rather than silently trusting less or more.
-    Proved by ``tests/fetcher/test_extra_ca.py``.
+    Proved by ``tests/fetcher/net/test_extra_ca.py``.
     """
 
     def bad(why: str) -> ConfigError:

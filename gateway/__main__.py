@@ -11,16 +11,16 @@ import sys
 from prometheus_client import CollectorRegistry
 
 from gateway.app import create_app
-from gateway.drain import Drain
-from gateway.metrics import GatewayMetrics
-from gateway.serving import (
+from gateway.http.serving import (
     AcceptFloodFilter,
     GatewayServer,
     connection_cap,
     raise_fd_limit,
     uvicorn_config,
 )
+from gateway.metrics import GatewayMetrics
 from gateway.settings import SettingsError, load_settings
+from gateway.stream.drain import Drain
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     # The MCP SDK logs every session's full id at INFO; an id is half of a session's
-    # credentials, so only its warnings go to the log (gateway.mcp_http logs sessions).
+    # credentials, so only its warnings go to the log (gateway.mcp.http logs sessions).
     logging.getLogger("mcp").setLevel(logging.WARNING)
     flood = AcceptFloodFilter()
     for name in ("asyncio", "uvicorn.error"):

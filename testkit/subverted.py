@@ -5,7 +5,7 @@ these functions as the worker's task: the worker is real (forked by the pool's z
 limited and filtered before the task), so whatever they manage, such a page would too.
 Each tries one thing and says what came of it; under the filter every one of them but
 :func:`named_unix_sockets`, :func:`answer_then_linger` and :func:`write_stderr` is killed
-at its first refused system call (``tests/fetcher/test_subverted_worker.py``).
+at its first refused system call (``tests/fetcher/isolation/test_subverted_worker.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import signal
 import socket
 import time
 
-from fetcher.isolation import WORKER_CHANNEL
-from fetcher.workers import Wire
+from fetcher.isolation.workers import Wire
+from fetcher.isolation.zygote import WORKER_CHANNEL
 
 __all__ = [
     "answer_then_linger",

@@ -9,8 +9,8 @@ import signal
 import time
 from pathlib import Path
 
-from fetcher.isolation import WORKER_CHANNEL
-from fetcher.workers import Wire
+from fetcher.isolation.workers import Wire
+from fetcher.isolation.zygote import WORKER_CHANNEL
 from fetcher.worktasks import read_pdf
 
 
