@@ -14,6 +14,7 @@ BENCHES = (
     "pdf",
     "pdf_crawl",
     "grpc_hop",
+    "worker_start",
     "tooltext",
     "addresses",
     "gateway_stream",

@@ -4,9 +4,13 @@ Three processes, as in production: a local TLS origin (its own process, so neith
 shares a CPU with it), the fetcher service (``FetcherServer`` with the real crawl and
 downloader, on a Unix socket), and this one, which reads the same pages both ways in
 alternating rounds: through the gateway's client (the hop: serialisation, the socket, the
-servicer's checks, a second process) and by calling the same reader in-process. Printed:
-the ratio of service time to in-process time at concurrency 1 and 32. Target: at most
-1.15 at concurrency 1.
+servicer's checks, a second process) and by calling the same reader in-process; and a
+third way, the same reader with each page turned into text in this process (no worker:
+what the isolation of issue 23 costs). Printed: reads per second each way, the ratio of
+service time to in-process time at concurrency 1 and 32 (target: at most 1.15 at
+concurrency 1), and of service time to in-process extraction without a worker. Target of
+issue 23: at least 250 reads/s through the service at concurrency 32 on the 2-core
+machine, a fresh confined worker per page.
 
 The loopback origin is reached through an explicit benchmark policy, exactly as in the
 tests; the shipped ``fetcher serve`` cannot be told to allow loopback.
@@ -26,13 +30,14 @@ import time
 from collections.abc import Awaitable, Callable
 from ipaddress import ip_network
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from bench.support import load_ca, save_ca, spawn, stop, wait_for_signal
 from fetcher.client import FetcherClient
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.isolation.workers import WorkerPool
+from fetcher.isolation.workers import Wire, WorkerPool
 from fetcher.metrics import Metrics
 from fetcher.net.download import Downloader
 from fetcher.net.policy import Policy
@@ -92,6 +97,13 @@ async def _serve_fetcher(folder: Path, port: int) -> None:
         await pool.aclose()
 
 
+class _Inline(WorkerPool):
+    """Runs each task in this process: in-process extraction, no worker (the baseline)."""
+
+    async def run(self, function: Callable[..., Wire], *args: Any, **kwargs: Any) -> Wire:
+        return function(*args, **kwargs)
+
+
 async def _timed(
     read: Callable[[str], Awaitable[None]], urls: list[str], concurrency: int
 ) -> float:
@@ -110,8 +122,9 @@ async def _spawn(*args: str) -> tuple[asyncio.subprocess.Process, str]:
     return await spawn("bench.grpc_hop", *args)
 
 
-async def run() -> list[tuple[int, float, float]]:
-    """Measures both ways; returns (concurrency, service seconds, in-process seconds) rows."""
+async def run() -> list[tuple[int, float, float, float]]:
+    """Measures the three ways; returns (concurrency, service seconds, in-process seconds,
+    in-process without a worker seconds) rows."""
     folder = Path(tempfile.mkdtemp(prefix="tgb", dir="/tmp"))
     save_ca(folder)
     origin, port_text = await _spawn("origin", str(folder))
@@ -126,6 +139,13 @@ async def run() -> list[tuple[int, float, float]]:
             FetcherClient(f"unix:{folder / 'f.sock'}") as client,
         ):
             reader = Crawler(downloader=downloader, pool=pool)
+            inline_reader = Crawler(downloader=downloader, pool=_Inline())
+
+            async def inline(url: str) -> None:
+                report = await inline_reader(
+                    url, allowed_hosts=["origin.test"], page_limit=1, deadline=30, request_id="b"
+                )
+                assert report.pages, report
 
             async def in_process(url: str) -> None:
                 report = await reader(
@@ -142,12 +162,19 @@ async def run() -> list[tuple[int, float, float]]:
             for concurrency in CONCURRENCIES:
                 await _timed(service, urls[:40], concurrency)  # warm pools and the channel
                 await _timed(in_process, urls[:40], concurrency)
-                hop_times, direct_times = [], []
+                await _timed(inline, urls[:40], concurrency)
+                hop_times, direct_times, inline_times = [], [], []
                 for _ in range(ROUNDS):
                     hop_times.append(await _timed(service, urls, concurrency))
                     direct_times.append(await _timed(in_process, urls, concurrency))
+                    inline_times.append(await _timed(inline, urls, concurrency))
                 results.append(
-                    (concurrency, statistics.median(hop_times), statistics.median(direct_times))
+                    (
+                        concurrency,
+                        statistics.median(hop_times),
+                        statistics.median(direct_times),
+                        statistics.median(inline_times),
+                    )
                 )
     finally:
         await pool.aclose()
@@ -170,10 +197,17 @@ def main() -> None:
         f"gRPC hop: {READS_PER_ROUND} one-page reads a round "
         f"({len(PAGE)} bytes of HTML each), median of {ROUNDS} rounds"
     )
-    print("| concurrency | service (s) | in-process (s) | ratio service/in-process |")
-    print("|---|---|---|---|")
-    for concurrency, hop, direct in results:
-        print(f"| {concurrency} | {hop:.3f} | {direct:.3f} | {hop / direct:.2f} |")
+    print(
+        "| concurrency | service (s) | reads/s | in-process (s) | ratio service/in-process "
+        "| in-process, no worker (s) | reads/s | ratio service/no worker |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for concurrency, hop, direct, inline in results:
+        print(
+            f"| {concurrency} | {hop:.3f} | {READS_PER_ROUND / hop:.0f} | {direct:.3f} "
+            f"| {hop / direct:.2f} | {inline:.3f} | {READS_PER_ROUND / inline:.0f} "
+            f"| {hop / inline:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ import asyncio
 import resource
 import time
 
-from fetcher.crawl import WORKER_PRELOAD, Page, read_page
+from fetcher.crawl import WORKER_PRELOAD
 from fetcher.isolation.workers import Stopped, Wire, WorkerPool
+from fetcher.worktasks import Page, read_page
 from testkit.hostile import NESTED_SHAPES, nested, nested_landmarks
 
 

@@ -30,9 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from fetcher.crawl import WORKER_PRELOAD, Page, read_page
+from fetcher.crawl import WORKER_PRELOAD
 from fetcher.html.links import site_of
 from fetcher.isolation.workers import MIB, Stopped, Wire, WorkerPool, WorkLimits
+from fetcher.worktasks import Page, read_page
 from testkit.corpus import load_pages
 from testkit.hostile import hostile_pages
 
@@ -63,8 +64,8 @@ def measured_read(page: Page) -> Wire:
     (KiB)."""
     before = _status()
     private = _private_kib()
-    # VmHWM is inherited from the forkserver at fork; 5 resets it to the current RSS.
-    Path("/proc/self/clear_refs").write_text("5")
+    # VmHWM starts at the worker's RSS at its fork (the kernel resets it in the copy);
+    # a confined worker could not write /proc/self/clear_refs anyway.
     started = time.process_time()
     read_page(page)
     after = _status()
@@ -103,6 +104,8 @@ def _children(pid: int) -> list[int]:
 def _command(pid: int) -> str:
     """What a child of the pool is: the forkserver, the resource tracker or a worker."""
     command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    if "fetcher.isolation.zygote" in command:
+        return "a pool's worker zygote"
     for kind in ("forkserver", "resource_tracker"):
         if kind in command:
             return f"multiprocessing's {kind}"

@@ -21,8 +21,6 @@ import asyncio
 import resource
 import ssl
 import statistics
-import subprocess
-import sys
 import time
 from ipaddress import ip_network
 
@@ -36,8 +34,9 @@ from fetcher.net.resolver import StaticResolver
 from fetcher.pdf.reader import PdfReader
 from fetcher.pdf.result import PdfLimits
 from fetcher.pdf.text import read_pdf
-from fetcher.pdf.worker import extract_pdf
+from fetcher.pdf.worker import extract_pdf, pdf_pool
 from fetcher.report import Report
+from testkit import tasks
 from testkit.origin import Origin, Reply
 from testkit.pdf_corpus import load_cases
 
@@ -49,25 +48,11 @@ AT_ONCE = 8
 
 # The worker program as the fetcher starts it, then its own peak resident size (VmHWM:
 # counted from its exec, unlike ru_maxrss, which keeps the forked parent's size).
-_MEASURED_WORKER = (
-    "import runpy, sys\n"
-    "try:\n"
-    "    runpy.run_module('fetcher.pdf.worker', run_name='__main__')\n"
-    "except SystemExit:\n"
-    "    pass\n"
-    "with open('/proc/self/status') as status:\n"
-    "    sys.stderr.write(next(line for line in status if line.startswith('VmHWM')))\n"
-)
-
-
-def worker_peak_mib(data: bytes, limits: PdfLimits) -> int:
-    """The peak resident memory of a PDF worker reading ``data``, in MiB."""
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", _MEASURED_WORKER, str(limits.memory_bytes),
-         str(limits.cpu_seconds), str(limits.char_limit or 0)],
-        input=data, capture_output=True, check=True, env={"LC_ALL": "C.UTF-8"},
-    )  # fmt: skip
-    return int(done.stderr.split()[-2]) // 1024
+async def worker_peak_mib(data: bytes, pool: WorkerPool, limits: PdfLimits) -> int:
+    """The peak resident memory of a PDF worker of ``pool`` reading ``data``, in MiB."""
+    peak = await pool.run(tasks.pdf_peak_kib, data, limits.char_limit)
+    assert isinstance(peak, int), peak
+    return peak // 1024
 
 
 def _peak_mib(who: int) -> float:
@@ -136,7 +121,12 @@ async def run() -> list[str]:
         f"{AT_ONCE} PDFs read at once through one crawler (2 PDF workers): "
         f"{1000 * together:.0f} ms in all, {1000 * together / AT_ONCE:.0f} ms per PDF"
     )
-    peaks = sorted(worker_peak_mib(case.data, PdfReader().limits) for case in cases)
+    limits = PdfReader().limits
+    peak_pool = pdf_pool(limits)
+    try:
+        peaks = sorted([await worker_peak_mib(case.data, peak_pool, limits) for case in cases])
+    finally:
+        await peak_pool.aclose()
     lines.append(
         f"PDF worker peak RSS: median {statistics.median(peaks):.0f} MiB, largest {peaks[-1]} MiB; "
         f"this process (origin, downloader, crawl): {_peak_mib(resource.RUSAGE_SELF):.0f} MiB"

@@ -27,6 +27,7 @@ from fetcher.net.policy import Policy
 from fetcher.net.resolver import DnsResolver, IPAddress, Resolver, StaticResolver
 from fetcher.net.urls import Refused, normalise_host
 from fetcher.outcome import Downloaded, Outcome
+from fetcher.pdf.reader import PdfReader
 from fetcher.pdf.result import PdfFailure, PdfLimits, is_pdf
 from fetcher.pdf.worker import extract_pdf
 from fetcher.report import Report
@@ -261,14 +262,16 @@ def _text(args: argparse.Namespace) -> int:
 
 async def _read(args: argparse.Namespace) -> int:
     pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    pdfs = PdfReader()
     try:
         async with Downloader() as downloader:
-            read = Crawler(downloader=downloader, pool=pool)
+            read = Crawler(downloader=downloader, pool=pool, pdfs=pdfs)
             report = await read(
                 args.url, allowed_hosts=args.allow_host, page_limit=max(1, min(args.pages, 6))
             )
     finally:
         await pool.aclose()
+        await pdfs.aclose()
     if args.json:
         _print_json(report_json(report))
     else:

@@ -11,11 +11,12 @@ Each page is turned into text in a render worker (``fetcher.isolation.workers``)
 processes where a page gets a few seconds of CPU and a few hundred megabytes, and is
 stopped there (``timeout`` or ``too_large``), so a hostile page costs its own read only.
 A PDF (``application/pdf``) is read instead by the PDF reader (``fetcher.pdf.reader``),
-in a worker process of its own with the same kinds of limits; it gives a title and text
-like a page, no links (a crawl never follows links out of a PDF), and a PDF without
-readable text (no text layer, a password, truncated, damaged) is ``unreadable``. The
-PDF's body keeps its room in the downloader until it has been read. One read turns one
-page into text at a time, so reads take turns at the workers.
+in a worker process of its own with the same kinds of limits and the same confinement
+(``fetcher.isolation.zygote``); it gives a title and text like a page, no links (a crawl never
+follows links out of a PDF), and a PDF without readable text (no text layer, a password,
+truncated, damaged) is ``unreadable``. The PDF's body keeps its room in the downloader
+until it has been read. One read turns one page into text at a time, so reads take turns
+at the workers.
 
 Rule 1 applies to the start address. Pages reached by following links are on the start
 page's site by construction (``fetcher.html.links``), so each is allowed as its own host; a
@@ -49,10 +50,9 @@ from fetcher.html.extract import (
     Document,
     cut,
     document_from_wire,
-    read_document,
 )
 from fetcher.html.links import site_of
-from fetcher.isolation.workers import Stopped, Wire, WorkerPool
+from fetcher.isolation.workers import Stopped, WorkerPool
 from fetcher.net.download import PDF_TYPE, Downloader
 from fetcher.net.urls import Address, parse
 from fetcher.outcome import CacheRecord, Downloaded, Failed, TextRecord
@@ -71,6 +71,7 @@ from fetcher.pdf.reader import PdfReader
 from fetcher.pdf.result import PdfFailure, PdfProblem
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
+from fetcher.worktasks import Page, read_page
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ MAX_PAGES = 6
 MAX_DEPTH = 2
 DEFAULT_DEADLINE = 30.0
 DEFAULT_CONCURRENCY = 4
-#: Modules the render workers need, imported once by their forkserver.
+#: Modules the render workers need, imported once by their zygote.
 WORKER_PRELOAD = ("fetcher.prewarm",)
 
 PageEvent = PageRead | PageFailed
@@ -89,6 +90,8 @@ _STOPPED_REASONS = {
     "wall": Reason.TIMEOUT,
     "memory": Reason.TOO_LARGE,
     "crashed": Reason.INTERNAL,
+    # Killed by its seccomp filter: a subverted worker or a bug of ours, never the web's.
+    "confined": Reason.INTERNAL,
 }
 #: A PDF's problem as a reason word: its limits are the pages' own words; everything the
 #: document itself is to blame for is ``unreadable``, the detail says which.
@@ -100,32 +103,11 @@ _PDF_REASONS = {
     PdfProblem.CRASHED: Reason.UNREADABLE,
     PdfProblem.TOO_LARGE: Reason.TOO_LARGE,
     PdfProblem.TIMEOUT: Reason.TIMEOUT,
+    PdfProblem.CONFINED: Reason.INTERNAL,
 }
-#: Why a body gave no text: the reason and a line for people.
-_NoText = tuple[Reason, str]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Page:
-    """A downloaded page on its way to a render worker."""
-
-    body: bytes
-    content_type: str
-    charset: str | None
-    url: str
-    site: str
-
-
-def read_page(page: Page) -> Wire:
-    """Runs in a render worker: the page as text (:func:`fetcher.html.extract.read_document`),
-    as JSON; the crawl checks it with :func:`fetcher.html.extract.document_from_wire`."""
-    return read_document(
-        page.body,
-        content_type=page.content_type,
-        charset=page.charset,
-        url=page.url,
-        site=page.site,
-    ).to_wire()
+#: Why a body gave no text: the reason, a line for people, and why its worker was stopped
+#: (``fetcher.isolation.zygote.Stopped.why``), if it was.
+_NoText = tuple[Reason, str, str | None]
 
 
 @dataclasses.dataclass(slots=True)
@@ -292,11 +274,12 @@ class _Crawl:
                 elapsed_ms=round((time.monotonic() - started) * 1000),
                 reason=None if isinstance(document, Document) else document[0],
                 request_id=self.request_id,
+                stopped=None if isinstance(document, Document) else document[2],
             )
         )
         keep = may_keep(outcome.cache_control)
         if not isinstance(document, Document):
-            reason, detail = document
+            reason, detail, _ = document
             return KeptFailure(outcome.final_url, reason, detail), keep, outcome.elapsed_ms
         kept = KeptPage(
             final_url=outcome.final_url,
@@ -316,7 +299,7 @@ class _Crawl:
         answer = await self.crawler.pool.run(read_page, work)
         if isinstance(answer, Stopped):
             reason = _STOPPED_REASONS[answer.why]
-            return reason, f"reading the page stopped: {answer.detail}"
+            return reason, f"reading the page stopped: {answer.detail}", answer.why
         # The worker read hostile bytes: its answer is checked, and breaking the contract
         # is a bug of ours or a subverted worker, reported as ``internal`` (see read()).
         return document_from_wire(answer, url=outcome.final_url, site=self.site)
@@ -325,7 +308,8 @@ class _Crawl:
         """A PDF, read by the PDF reader: title and text, never links."""
         result = await self.crawler.pdfs.read(outcome.body)
         if isinstance(result, PdfFailure):
-            return _PDF_REASONS[result.problem], f"{result.problem}: {result.detail}"
+            stopped = "confined" if result.problem is PdfProblem.CONFINED else None
+            return _PDF_REASONS[result.problem], f"{result.problem}: {result.detail}", stopped
         return Document(title=result.title, text=cut(result.text, PAGE_TEXT_LIMIT), links=())
 
     def next_depth(self, parents: list[_Found]) -> list[_Found]:

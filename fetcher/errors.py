@@ -11,6 +11,8 @@ the fetcher's own seams and for configuration. The tree::
     │                            refused answer for the fetch log only
     ├── PdfWorkerError           raised when a PDF worker process cannot be started
     │                            (fetcher.pdf.worker); the crawl reports it as ``internal``
+    ├── IsolationError           raised when a pool's worker zygote cannot be started or
+    │                            has gone (fetcher.isolation.zygote)
     ├── TaskError                raised when a task in a worker process raised; the error
     │                            comes back as text, never as an object (fetcher.isolation.workers)
     └── ConfigError              raised when a setting has a bad value (start-up stops)
@@ -46,6 +48,11 @@ class NotPublicError(HopError):
     def __init__(self, detail: str, answer: IPv4Address | IPv6Address) -> None:
         super().__init__(Reason.NOT_PUBLIC, detail)
         self.answer = answer
+
+
+class IsolationError(FetcherError):
+    """Raised when a worker pool's zygote cannot be started or has gone: the fetcher's
+    fault (no interpreter, no processes or memory left to the unit), never the input's."""
 
 
 class PdfWorkerError(FetcherError):

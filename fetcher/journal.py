@@ -12,7 +12,9 @@ A page that was downloaded but whose text could not be made (a PDF without reada
 text, a page stopped at its reader's limits) gets one more record after its hops, with
 ``stage`` = ``text``: the same address, the reader (``html`` or ``pdf``), the body's
 bytes, the reader's milliseconds, ``outcome`` = ``failed`` and the reason
-(``unreadable``, ``timeout``, ``too_large``, ``internal``). Its hop record still says
+(``unreadable``, ``timeout``, ``too_large``, ``internal``), and when the reader's worker
+was stopped, why (``stopped``: ``cpu``, ``memory``, ``wall``, ``crashed``, or
+``confined`` for a worker killed by its seccomp filter). Its hop record still says
 ``ok``: the download itself worked, and the two together say what went wrong where.
 
 With the page cache on (``fetcher.pagecache``), each page of a read also gets a record
@@ -137,7 +139,7 @@ def text_record(text: TextRecord, *, now: float) -> FetchRecord:
     ``tests/fetcher/test_journal.py::test_text_record_of_an_unreadable_pdf``.
     """
     stamp = datetime.datetime.fromtimestamp(now, tz=datetime.UTC)
-    return {
+    record: FetchRecord = {
         "time": stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "stage": "text",
         "url": loggable_address(text.url),
@@ -148,6 +150,9 @@ def text_record(text: TextRecord, *, now: float) -> FetchRecord:
         "reason": str(text.reason) if text.reason is not None else None,
         "request_id": _printable(text.request_id)[:64] or None,
     }
+    if text.stopped is not None:
+        record["stopped"] = text.stopped
+    return record
 
 
 def cache_record(page: CacheRecord, *, now: float) -> FetchRecord:

@@ -43,7 +43,7 @@ PREFIX = "tigress_fetcher"
 HOP_OUTCOMES = ("ok", "redirect", "refused", "failed")
 NO_REASON = "none"
 RPC_METHODS = ("Read", "ReadStream")
-STOP_REASONS = ("cpu", "memory", "wall", "crashed")
+STOP_REASONS = ("cpu", "memory", "wall", "crashed", "confined")
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0)
 BYTES_BUCKETS = (1024, 4096, 16384, 65536, 262144, 1048576, 2097152)
@@ -135,6 +135,14 @@ class Metrics:
             ["result"],
             registry=registry,
         )
+        self.worker_stops = Counter(
+            f"{PREFIX}_worker_stops_total",
+            "Pages and PDFs whose worker was stopped, by reader and why: cpu, memory, "
+            "wall, crashed, or confined (killed by its seccomp filter: a subverted worker "
+            "or a bug; the read says internal).",
+            ["reader", "why"],
+            registry=registry,
+        )
         self.build_info = Gauge(
             f"{PREFIX}_build_info",
             "Always 1; the version label names the running build.",
@@ -151,6 +159,7 @@ class Metrics:
             self.grpc_handling.labels(method=method)
         for reader in READERS:
             self.texts.labels(reader=reader, reason=NO_REASON)
+            self.worker_stops.labels(reader=reader, why="confined")
         for result in CacheResult:
             self.cache_pages.labels(result=result.value)
 
@@ -209,6 +218,8 @@ class Metrics:
         """Counts one downloaded page given to a reader (the crawl's observer calls this)."""
         reason = str(Reason(text.reason)) if text.reason is not None else NO_REASON
         self.texts.labels(reader=text.reader, reason=reason).inc()
+        if text.stopped is not None:
+            self.worker_stops.labels(reader=text.reader, why=text.stopped).inc()
 
     def observe_hop(self, hop: HopRecord) -> None:
         """Counts one hop of a download (the downloader's observer calls this)."""
@@ -343,7 +354,8 @@ class _StopsCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(
             f"{PREFIX}_render_stops",
-            "Page renders stopped at a limit (cpu, memory, wall) or by a worker crash.",
+            "Page renders stopped at a limit (cpu, memory, wall), by a worker crash, or by "
+            "the worker's seccomp filter (confined).",
             labels=["why"],
         )
         for why in STOP_REASONS:

@@ -125,6 +125,9 @@ class TextRecord:
         reason: ``None`` when text was made; else ``timeout``, ``too_large``,
             ``unreadable`` or ``internal``.
         request_id: The read's request id.
+        stopped: Why the reader's worker was stopped (``fetcher.isolation.zygote.Stopped``:
+            ``cpu``, ``memory``, ``wall``, ``confined``, ``crashed``), else ``None``;
+            ``confined`` is a worker killed for a system call its filter refuses.
     """
 
     url: str
@@ -133,6 +136,7 @@ class TextRecord:
     elapsed_ms: int
     reason: Reason | None
     request_id: str = ""
+    stopped: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

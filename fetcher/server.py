@@ -297,9 +297,11 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
     prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
     metrics = Metrics(CollectorRegistry(auto_describe=True))
     fetch_log = FetchLog(choose_sink(settings.log_sink, environ=environ))
-    pool = WorkerPool(workers=settings.render_workers, preload=WORKER_PRELOAD)
+    pool = WorkerPool(
+        workers=settings.render_workers, limits=settings.page_limits, preload=WORKER_PRELOAD
+    )
     metrics.watch_pool(pool)
-    pdfs = PdfReader(workers=settings.pdf_workers)
+    pdfs = PdfReader(workers=settings.pdf_workers, limits=settings.pdf_limits)
     metrics.watch_pdfs(pdfs)
     observer = fetch_observer(fetch_log, metrics)
     extra_ca = settings.extra_ca_file
@@ -354,6 +356,7 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
             await endpoint.stop()
         await downloader.aclose()
         await pool.aclose()
+        await pdfs.aclose()
     logger.info("stopped")
     return 0
 

@@ -24,9 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from fetcher.errors import ConfigError
+from fetcher.isolation.zygote import WorkLimits
 from fetcher.net.domains import DomainLists, parse_domains
 from fetcher.net.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
 from fetcher.net.urls import Refused
+from fetcher.pdf.reader import CRAWL_CHAR_LIMIT
+from fetcher.pdf.result import PdfLimits
 
 ENV_PREFIX = "TIGRESS_FETCHER_"
 #: The development socket, relative to the directory the processes are started from
@@ -94,11 +97,22 @@ class Settings:
             sent before the caller gives up.
         shutdown_grace_seconds: After SIGTERM, how long in-flight reads may still finish.
         crawl_concurrency: Pages of one hop fetched at once within one read.
-        render_workers: Worker processes that turn pages into text (``fetcher.isolation.workers``);
-            each page gets 3 s of CPU and 256 MiB there, whatever this says.
+        render_workers: Worker processes that turn pages into text at once
+            (``fetcher.isolation.workers``), each a fresh confined process
+            (``fetcher.isolation.zygote``).
         pdf_workers: PDFs read at once, each in a worker process of its own
-            (``fetcher.pdf.reader``: 5 s of CPU, 256 MiB, 8 s); the fetcher holds at
-            most twice as many PDF bodies in memory at once.
+            (``fetcher.pdf.reader``); the fetcher holds at most twice as many PDF bodies
+            in memory at once.
+        worker_memory_mib: Address space of every render and PDF worker
+            (``RLIMIT_AS``, 256; at most 512): raising it means raising the unit's
+            ``MemoryMax`` (deploy/systemd/README.md, "Memory"). Its other limits are
+            fixed: no file writes, no processes, no core files, 16 descriptors, the
+            seccomp filter.
+        page_cpu_seconds: CPU time of one page's render (3 s); past it, ``timeout``.
+        page_wall_seconds: Wall-clock time of one page's render (10 s).
+        pdf_cpu_seconds: CPU time of one PDF's reading (5 s).
+        pdf_wall_seconds: Wall-clock time of one PDF's reading (8 s, under the page's
+            10 s deadline in the crawl).
         pdf_max_bytes: A PDF's body limit (16 MiB); a bigger one is ``too_large``, never
             cut. At most :data:`~fetcher.net.download.PDF_MAX_BYTES_CEILING` (64 MiB),
             which no setting can raise.
@@ -127,6 +141,11 @@ class Settings:
     crawl_concurrency: int = 4
     render_workers: int = 2
     pdf_workers: int = 2
+    worker_memory_mib: int = 256
+    page_cpu_seconds: int = 3
+    page_wall_seconds: float = 10.0
+    pdf_cpu_seconds: int = 5
+    pdf_wall_seconds: float = 8.0
     pdf_max_bytes: int = PDF_MAX_BYTES
     max_message_bytes: int = 1 * MIB
     metrics_listen: str = ""
@@ -144,6 +163,25 @@ class Settings:
     def lists(self) -> DomainLists:
         """The operator's lists, as the downloader applies them."""
         return DomainLists(deny=self.deny_domains, allow=self.allow_domains)
+
+    @property
+    def page_limits(self) -> WorkLimits:
+        """The render workers' limits."""
+        return WorkLimits(
+            cpu_seconds=self.page_cpu_seconds,
+            memory_bytes=self.worker_memory_mib * MIB,
+            wall_seconds=self.page_wall_seconds,
+        )
+
+    @property
+    def pdf_limits(self) -> PdfLimits:
+        """The PDF workers' limits (the crawl's character limit, the body limit)."""
+        return PdfLimits(
+            memory_bytes=self.worker_memory_mib * MIB,
+            cpu_seconds=self.pdf_cpu_seconds,
+            wall_seconds=self.pdf_wall_seconds,
+            char_limit=CRAWL_CHAR_LIMIT,
+        )
 
     @property
     def tls(self) -> bool:
@@ -211,6 +249,13 @@ _FIELDS: dict[str, _Field] = {
     "crawl_concurrency": _Field("int", 1, 64),
     "render_workers": _Field("int", 1, 32),
     "pdf_workers": _Field("int", 1, 16),
+    "worker_memory_mib": _Field(
+        "int", 128, 512, ceiling="a worker's cap; the unit's MemoryMax must hold every worker at it"
+    ),
+    "page_cpu_seconds": _Field("int", 1, 30),
+    "page_wall_seconds": _Field("float", 1, 60),
+    "pdf_cpu_seconds": _Field("int", 1, 30),
+    "pdf_wall_seconds": _Field("float", 1, 60),
     "pdf_max_bytes": _Field(
         "int",
         64 * 1024,

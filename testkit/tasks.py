@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import posix
 import resource
 import signal
-import socket
 import time
 from pathlib import Path
 
 from fetcher.isolation.workers import Wire
+from fetcher.isolation.zygote import WORKER_CHANNEL
+from fetcher.pdf.task import read_pdf
 
 
 def spin(seconds: float) -> float:
@@ -25,13 +27,10 @@ def allocate(size: int) -> int:
     return len(bytearray(size))
 
 
-def tick(path: str, seconds: float) -> int:
-    """Appends a line to ``path`` every 20 ms for ``seconds``; returns the process id."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        with Path(path).open("a") as file:
-            file.write("tick\n")
-        time.sleep(0.02)
+def sleep(seconds: float) -> int:
+    """Sleeps ``seconds`` (a worker may not write files: the pool's ``worker_pids`` tells
+    whether it still runs); returns the process id."""
+    time.sleep(seconds)
     return os.getpid()
 
 
@@ -67,16 +66,11 @@ def poisoned(path: str) -> Poison:
 
 
 def forge_reply(frame: bytes) -> None:
-    """Acts as a subverted worker: writes ``frame`` to its own socket and exits at once."""
-    for fd in range(3, 256):
-        try:
-            channel = socket.socket(fileno=os.dup(fd))
-        except OSError:
-            continue
-        with channel:
-            if channel.family == socket.AF_UNIX and channel.type == socket.SOCK_STREAM:
-                channel.sendall(frame)
-    os._exit(0)
+    """Acts as a subverted worker: writes ``frame`` to its own channel and exits at once."""
+    view = memoryview(frame)
+    while view:
+        view = view[os.write(WORKER_CHANNEL, view) :]
+    posix._exit(0)
 
 
 def limits() -> Wire:
@@ -97,4 +91,13 @@ def address_space() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmSize:"):
             return int(line.split()[1]) * 1024
+    return 0
+
+
+def pdf_peak_kib(data: bytes, char_limit: int | None) -> int:
+    """Reads a PDF as a PDF worker does; the worker's peak resident memory (KiB)."""
+    read_pdf(data, char_limit)
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
     return 0

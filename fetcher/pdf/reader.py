@@ -1,16 +1,15 @@
 """The fetcher's PDF reading, bounded: a few worker processes at a time (I/O).
 
 Each PDF is read in a worker process of its own (:func:`fetcher.pdf.worker.extract_pdf`:
-a fresh ``python -I`` with memory, CPU and wall-clock limits, its answer JSON checked as
-untrusted input). :class:`PdfReader` bounds how many such workers run at once, so a
-crawl of many PDFs, or many reads of PDFs, cannot start more processes than the fetcher
-unit's memory allows; more PDFs wait, in order, for a free place.
+a fresh, confined process with memory, CPU and wall-clock limits, its answer JSON checked
+as untrusted input). :class:`PdfReader` holds the PDF pool (``fetcher.isolation.workers``, the same
+mechanism as the render pool's: ``fetcher.isolation.zygote``), which bounds how many such workers
+run at once, so a crawl of many PDFs, or many reads of PDFs, cannot start more processes
+than the fetcher unit's memory allows; more PDFs wait, in order, for a free place.
 
-Why not the render pool (``fetcher.isolation.workers``): its workers are forked from a forkserver
-that preloaded the HTML reader, and PDFium is a far larger native library with its own
-memory behaviour (it aborts the process when memory runs out). A PDF gets a fresh
-``python -I`` process that loads PDFium alone, and like the render pool's, its answer
-comes back as checked JSON, never as a pickle.
+Why a pool of its own, not the render pool: its zygote preloads PDFium instead of the
+HTML reader (each fork copies only what its reader needs), and a PDF has limits of its
+own (5 s of CPU, 8 s).
 
 Memory: a worker is capped at ``memory_bytes`` of address space (256 MiB; a corpus PDF
 peaks at about 30 MiB resident), so ``workers`` of them (2) take at most 512 MiB; the PDF
@@ -21,9 +20,9 @@ their own limits (deploy/systemd/README.md, "Memory"; tests/deploy/test_units.py
 
 from __future__ import annotations
 
-from fetcher.isolation.places import Places
+from fetcher.isolation.workers import WorkerPool
 from fetcher.pdf.result import PdfLimits, PdfResult
-from fetcher.pdf.worker import extract_pdf
+from fetcher.pdf.worker import extract_pdf, pdf_pool
 
 __all__ = ["PdfReader"]
 
@@ -36,7 +35,7 @@ class PdfReader:
     """Reads PDFs in worker processes, at most ``workers`` at once; one per process."""
 
     def __init__(self, *, workers: int = 2, limits: PdfLimits | None = None) -> None:
-        """Prepares the reader; workers start per PDF.
+        """Prepares the reader; its zygote starts with the first PDF, workers per PDF.
 
         Args:
             workers: PDFs read at once (worker processes).
@@ -45,17 +44,22 @@ class PdfReader:
         """
         self.workers = workers
         self.limits = limits if limits is not None else PdfLimits(char_limit=CRAWL_CHAR_LIMIT)
-        self._places = Places(workers)
+        #: The PDF workers (tests run their own tasks in it, as a subverted worker would).
+        self.pool: WorkerPool = pdf_pool(self.limits, workers=workers)
 
     @property
     def busy(self) -> int:
         """Workers reading a PDF now."""
-        return self._places.busy
+        return self.pool.busy
 
     @property
     def waiting(self) -> int:
         """PDFs waiting for a worker."""
-        return self._places.waiting
+        return self.pool.waiting
+
+    async def aclose(self) -> None:
+        """Stops the PDF workers and their zygote."""
+        await self.pool.aclose()
 
     async def read(self, data: bytes) -> PdfResult:
         """Reads one PDF in a worker of its own, once one of the ``workers`` places is free.
@@ -72,5 +76,4 @@ class PdfReader:
         or reading, cancelling the caller ends its part (the worker is killed). Proved by
         ``tests/fetcher/pdf/test_reader.py``.
         """
-        async with self._places.taken():
-            return await extract_pdf(data, self.limits)
+        return await extract_pdf(data, self.limits, pool=self.pool)

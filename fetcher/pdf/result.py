@@ -40,6 +40,7 @@ class PdfProblem(enum.StrEnum):
     TOO_LARGE = "too_large"  # reading it needed more memory than the limit
     TIMEOUT = "timeout"  # reading it needed more CPU or wall-clock time than the limit
     CRASHED = "crashed"  # the worker died another way, or answered nonsense
+    CONFINED = "confined"  # the worker made a system call its confinement refuses
 
 
 #: Human wording for each problem, for the model's tool text and the command line.
@@ -51,6 +52,7 @@ DESCRIPTIONS: dict[PdfProblem, str] = {
     PdfProblem.TOO_LARGE: "reading the PDF needed more memory than allowed",
     PdfProblem.TIMEOUT: "reading the PDF took too long",
     PdfProblem.CRASHED: "the PDF reader failed on this file",
+    PdfProblem.CONFINED: "the PDF reader broke its confinement on this file",
 }
 
 
@@ -92,12 +94,13 @@ PdfResult = PdfText | PdfFailure
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PdfLimits:
-    """What one PDF reading may use; the worker process is killed past any of them.
+    """What one PDF reading may use; the worker process is killed past any of them (the
+    first three are the PDF pool's ``fetcher.isolation.zygote.WorkLimits``).
 
     Attributes:
         memory_bytes: Address-space limit of the worker process (``RLIMIT_AS``). PDFium
             aborts its process when an allocation fails, so this is also what stops a
-            decompression bomb. The worker itself (Python and PDFium) needs about 30 MiB.
+            decompression bomb. The worker itself (Python and PDFium) needs about 50 MiB.
         cpu_seconds: CPU-time limit of the worker (``RLIMIT_CPU``, whole seconds).
         wall_seconds: Wall-clock deadline from the worker's start; the caller kills it then.
         char_limit: Stop reading further pages once this many characters of text were

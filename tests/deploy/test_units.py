@@ -17,10 +17,8 @@ from pathlib import Path
 import pytest
 
 from fetcher.crawl import MAX_PAGES
-from fetcher.isolation.workers import WorkLimits
 from fetcher.net.download import Limits
 from fetcher.net.policy import IPV4_BLOCKS, IPV6_BLOCKS
-from fetcher.pdf.reader import PdfReader
 from fetcher.server import PDFS_HELD_PER_WORKER
 from fetcher.settings import Settings
 
@@ -176,8 +174,8 @@ def memory_at_the_limits(settings: Settings) -> dict[str, int]:
     return {
         "fetcher processes": FETCHER_OWN,
         # A fresh worker per page, killed after it: never more than render_workers at once.
-        "render workers": settings.render_workers * WorkLimits().memory_bytes,
-        "PDF workers": settings.pdf_workers * PdfReader().limits.memory_bytes,
+        "render workers": settings.render_workers * settings.page_limits.memory_bytes,
+        "PDF workers": settings.pdf_workers * settings.pdf_limits.memory_bytes,
         # Held from the first byte until read; twice: a body is copied once when it ends.
         "PDF bodies": pdfs_held * 2 * settings.pdf_max_bytes,
         # Per read: its pages waiting for their turn at the render pool (at most the crawl's

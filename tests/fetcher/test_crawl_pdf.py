@@ -46,8 +46,13 @@ def texts() -> list[TextRecord]:
 
 
 @pytest.fixture
-def crawl(downloader: Downloader, render_pool: WorkerPool, texts: list[TextRecord]) -> Crawler:
-    return Crawler(downloader=downloader, pool=render_pool, observer=texts.append)
+def crawl(
+    downloader: Downloader,
+    render_pool: WorkerPool,
+    pdf_reader: PdfReader,
+    texts: list[TextRecord],
+) -> Crawler:
+    return Crawler(downloader=downloader, pool=render_pool, pdfs=pdf_reader, observer=texts.append)
 
 
 async def test_a_pdf_is_read_like_a_page_and_links_in_it_are_not_followed(
@@ -135,8 +140,12 @@ async def test_a_pdf_its_reader_cannot_read_fails_with_the_pages_words(
     origin.routes["/"] = start_page("/bad.pdf", "/fine")
     origin.routes["/bad.pdf"] = pdf(data)
     origin.routes["/fine"] = start_page()
-    crawl = Crawler(downloader=downloader, pool=render_pool, pdfs=PdfReader(limits=limits))
-    report = await crawl(origin.url("/"), allowed_hosts=ALLOWED)
+    pdfs = PdfReader(limits=limits)
+    crawl = Crawler(downloader=downloader, pool=render_pool, pdfs=pdfs)
+    try:
+        report = await crawl(origin.url("/"), allowed_hosts=ALLOWED)
+    finally:
+        await pdfs.aclose()
     assert [page.requested_url for page in report.pages] == [origin.url("/"), origin.url("/fine")]
     assert [(f.url, f.reason) for f in report.failures] == [(origin.url("/bad.pdf"), reason)]
 
@@ -158,7 +167,7 @@ async def one_pdf_room(make_downloader: DownloaderFactory) -> AsyncIterator[Down
 
 
 async def test_each_pdf_gives_its_room_back_once_read(
-    origin: Origin, one_pdf_room: Downloader, render_pool: WorkerPool
+    origin: Origin, one_pdf_room: Downloader, render_pool: WorkerPool, pdf_reader: PdfReader
 ) -> None:
     # One room for PDF bodies and three PDFs downloaded at once: each waits for the one
     # before it to be read. A crawl that kept a room would time the others out.
@@ -166,7 +175,7 @@ async def test_each_pdf_gives_its_room_back_once_read(
     origin.routes["/"] = start_page(*names)
     for name in names:
         origin.routes[name] = pdf(paper(f"Paper {name[1]}", b"Body of " + name.encode()))
-    crawl = Crawler(downloader=one_pdf_room, pool=render_pool)
+    crawl = Crawler(downloader=one_pdf_room, pool=render_pool, pdfs=pdf_reader)
     report = await crawl(origin.url("/"), allowed_hosts=ALLOWED)
     assert report.failures == ()
     assert sorted(page.title for page in report.pages) == ["Paper a", "Paper b", "Paper c", "Start"]

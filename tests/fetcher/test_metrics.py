@@ -109,6 +109,7 @@ def test_exposition_parses_and_holds_every_metric_of_the_issue() -> None:
         "tigress_fetcher_internal_errors": "counter",
         "tigress_fetcher_texts": "counter",
         "tigress_fetcher_cache_pages": "counter",
+        "tigress_fetcher_worker_stops": "counter",
     }
 
 
@@ -142,6 +143,7 @@ def test_names_follow_prometheus_rules_and_labels_come_from_closed_sets() -> Non
         "code": {"OK", "RESOURCE_EXHAUSTED"},
         "reader": set(READERS),
         "result": {"hit", "shared", "miss"},
+        "why": set(STOP_REASONS),
         "version": None,
     }
     for name, family in families(filled_metrics()).items():
@@ -243,7 +245,7 @@ def test_render_pool_state_is_exported() -> None:
             why
             for why in STOP_REASONS
             if sample(metrics, "tigress_fetcher_render_stops_total", why=why) == 0
-        } == {"memory", "wall", "crashed"}
+        } == {"memory", "wall", "crashed", "confined"}
     finally:
         pool.close()
 
@@ -297,3 +299,16 @@ async def test_pages_had_from_the_cache_are_counted_and_its_size_exported() -> N
     assert sample(metrics, total, result="shared") == 0  # present from the start
     assert sample(metrics, "tigress_fetcher_cache_entries") == 1
     assert sample(metrics, "tigress_fetcher_cache_bytes") == cache.bytes > 0
+
+
+def test_a_worker_killed_by_its_filter_is_counted_by_reader() -> None:
+    metrics = Metrics(CollectorRegistry())
+    name = "tigress_fetcher_worker_stops_total"
+    # Both readers' confinement series exist before anything happened (alerts see a 0).
+    assert sample(metrics, name, reader="html", why="confined") == 0
+    assert sample(metrics, name, reader="pdf", why="confined") == 0
+    confined = TextRecord(f"https://{HOST}/", "html", 10, 5, Reason.INTERNAL, "r", "confined")
+    metrics.observe_text(confined)
+    metrics.observe_text(text("pdf", Reason.UNREADABLE))  # no stop: counted nowhere here
+    assert sample(metrics, name, reader="html", why="confined") == 1
+    assert sample(metrics, name, reader="pdf", why="confined") == 0

@@ -391,7 +391,7 @@ async def test_a_read_beside_five_hostile_ones_succeeds(
 
 
 async def test_health_shows_a_saturated_render_pool(
-    sock_dir: Path, render_pool: WorkerPool, tmp_path: Path
+    sock_dir: Path, render_pool: WorkerPool
 ) -> None:
     """The service's health name is NOT_SERVING while every worker is busy and as many
     pages again wait; the overall name stays SERVING."""
@@ -404,10 +404,7 @@ async def test_health_shows_a_saturated_render_pool(
         running_fetcher(settings, never, pool=render_pool),
         FetcherClient(settings.listen[0].target) as client,
     ):
-        busy = [
-            asyncio.create_task(render_pool.run(tasks.tick, str(tmp_path / f"t{n}"), 3.0))
-            for n in range(4)
-        ]
+        busy = [asyncio.create_task(render_pool.run(tasks.sleep, 3.0)) for _ in range(4)]
         while await client.healthy(service=SERVICE_NAME):
             await asyncio.sleep(0.05)
         assert await client.healthy()

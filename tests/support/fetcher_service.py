@@ -31,6 +31,7 @@ from fetcher.net.download import Downloader, Limits
 from fetcher.net.policy import Policy
 from fetcher.net.resolver import StaticResolver
 from fetcher.pagecache import PageCache
+from fetcher.pdf.reader import PdfReader
 from fetcher.server import FetcherServer, fetch_observer
 from testkit.fetcher import running_fetcher as running_server
 from testkit.fetcher import socket_folder, unix_settings
@@ -109,6 +110,7 @@ async def running_fetcher(
     if pool is None:
         pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
     metrics.watch_pool(pool)
+    pdfs = PdfReader()
     try:
         await pool.run(os.getpid)  # started, as a running fetcher's pool is
         async with Downloader(
@@ -122,6 +124,7 @@ async def running_fetcher(
             reader = Crawler(
                 downloader=downloader,
                 pool=pool,
+                pdfs=pdfs,
                 concurrency=4,
                 observer=observer,
                 cache=cache,
@@ -136,5 +139,6 @@ async def running_fetcher(
                 target = server.settings.listen[0].target
                 yield FetcherService(server, target, log)
     finally:
+        await pdfs.aclose()
         if owned:
             await pool.aclose()

@@ -23,6 +23,7 @@ from fetcher.net.download import Downloader, Limits
 from fetcher.net.policy import Policy
 from fetcher.net.resolver import StaticResolver
 from fetcher.outcome import HopRecord
+from fetcher.pdf.reader import PdfReader
 from testkit.fetcher import socket_folder
 from testkit.origin import NAMES, Origin, running_origin
 
@@ -122,9 +123,19 @@ async def render_pool() -> AsyncIterator[WorkerPool]:
 
 
 @pytest.fixture
-def crawler(downloader: Downloader, render_pool: WorkerPool) -> Crawler:
-    """The crawl with the test downloader and the render pool."""
-    return Crawler(downloader=downloader, pool=render_pool)
+async def pdf_reader() -> AsyncIterator[PdfReader]:
+    """The production PDF reader, closed after the test (its zygote starts on first use)."""
+    reader = PdfReader()
+    try:
+        yield reader
+    finally:
+        await reader.aclose()
+
+
+@pytest.fixture
+def crawler(downloader: Downloader, render_pool: WorkerPool, pdf_reader: PdfReader) -> Crawler:
+    """The crawl with the test downloader, the render pool and the PDF reader."""
+    return Crawler(downloader=downloader, pool=render_pool, pdfs=pdf_reader)
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from fetcher.crawl import Page, read_page
 from fetcher.html.extract import document_from_wire
 from fetcher.isolation.workers import Stopped, WorkerPool
+from fetcher.worktasks import Page, read_page
 from testkit import tasks
 from testkit.hostile import code_pages, crowded_element, widest_answer
 

@@ -27,12 +27,13 @@ async def test_past_the_workers_pdfs_wait_their_turn_and_all_are_read() -> None:
     assert (reader.busy, reader.waiting) == (1, 2)
     most = 0
     while not all(read.done() for read in reads):
-        most = max(most, len(pdf_workers()))
+        most = max(most, len(pdf_workers(reader.pool)))
         await asyncio.sleep(0.005)
     assert most <= 1
     results = await asyncio.gather(*reads)
     assert all(isinstance(result, PdfText) and result.title == "Paper" for result in results)
     assert (reader.busy, reader.waiting) == (0, 0)
+    await reader.aclose()
 
 
 async def test_a_pdf_cancelled_while_waiting_never_starts_a_worker() -> None:
@@ -47,3 +48,4 @@ async def test_a_pdf_cancelled_while_waiting_never_starts_a_worker() -> None:
     assert reader.waiting == 0
     assert isinstance(await first, PdfText)
     assert (reader.busy, reader.waiting) == (0, 0)
+    await reader.aclose()

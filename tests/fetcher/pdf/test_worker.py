@@ -1,23 +1,25 @@
 """The PDF worker process: limits that hold, and answers checked as untrusted input.
 
-Each test starts real worker processes (``python -I -m fetcher.pdf.worker``); the only
+Each test starts real worker processes (a PDF pool's, ``fetcher.isolation.zygote``); the only
 double is the JSON a worker might answer, fed to the parent's checker directly.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from fetcher.errors import PdfWorkerError
+from fetcher.isolation.workers import WorkerPool
+from fetcher.isolation.zygote import EXIT_MEMORY, Wire, WorkLimits, stopped_by
 from fetcher.pdf.result import MIB, PdfFailure, PdfLimits, PdfProblem, PdfText, is_pdf
-from fetcher.pdf.worker import _answer, _exit_failure, extract_pdf
+from fetcher.pdf.worker import _stop_failure, answer_of, extract_pdf, pdf_pool
+from testkit import tasks
 from tests.fetcher.pdf.maker import Text, bomb_pdf, make_pdf
 
 SIMPLE = make_pdf([[Text(72, 600, b"Hello from a worker process.")]], title="Worker")
@@ -50,7 +52,7 @@ async def test_the_same_bomb_is_read_below_a_higher_limit(bomb: bytes) -> None:
 
 
 async def test_a_worker_past_its_deadline_is_killed() -> None:
-    # No worker can start Python, load PDFium and answer within a millisecond.
+    # No worker can be forked, confined and answer within a millisecond.
     result = await extract_pdf(SIMPLE, PdfLimits(wall_seconds=0.001))
     assert isinstance(result, PdfFailure)
     assert result.problem is PdfProblem.TIMEOUT
@@ -95,71 +97,77 @@ async def test_the_answer_is_read_up_to_a_cap(cap: int, problem: PdfProblem | No
     ("status", "problem"),
     [
         pytest.param(-signal.SIGXCPU, PdfProblem.TIMEOUT, id="cpu-soft-limit"),
-        pytest.param(-signal.SIGKILL, PdfProblem.TIMEOUT, id="cpu-hard-limit"),
+        pytest.param(-signal.SIGKILL, PdfProblem.TOO_LARGE, id="kernel-memory-kill"),
         pytest.param(-signal.SIGABRT, PdfProblem.TOO_LARGE, id="pdfium-abort"),
-        pytest.param(86, PdfProblem.TOO_LARGE, id="python-memory-error"),
+        pytest.param(EXIT_MEMORY, PdfProblem.TOO_LARGE, id="python-memory-error"),
+        pytest.param(-signal.SIGSYS, PdfProblem.CONFINED, id="refused-system-call"),
         pytest.param(-signal.SIGSEGV, PdfProblem.CRASHED, id="segfault"),
         pytest.param(1, PdfProblem.CRASHED, id="exception"),
     ],
 )
 def test_worker_deaths_are_named(status: int, problem: PdfProblem) -> None:
-    assert _exit_failure(status, PdfLimits()).problem is problem
+    limits = WorkLimits()
+    assert _stop_failure(stopped_by(status, limits), limits).problem is problem
 
 
 @pytest.mark.parametrize(
     "answer",
     [
-        pytest.param(b"", id="nothing"),
-        pytest.param(b"not json", id="not-json"),
-        pytest.param(b"[]", id="not-an-object"),
-        pytest.param(b'{"problem": "exploded", "detail": "x"}', id="unknown-problem"),
-        pytest.param(b'{"problem": "no_text", "detail": 3}', id="detail-not-text"),
-        pytest.param(b'{"title": "t", "text": 1, "pages": 1, "pages_read": 1}', id="text-not-str"),
-        pytest.param(b'{"title": "t", "text": "", "pages": 1, "pages_read": 2}', id="more-read"),
-        pytest.param(b'{"title": "t", "text": "", "pages": true, "pages_read": 1}', id="bool"),
-        pytest.param(b'{"title": "t", "text": ""}', id="missing-pages"),
+        pytest.param(None, id="nothing"),
+        pytest.param("not an object", id="text"),
+        pytest.param([], id="not-an-object"),
+        pytest.param({"problem": "exploded", "detail": "x"}, id="unknown-problem"),
+        pytest.param({"problem": "confined", "detail": "x"}, id="problem-only-an-end-names"),
+        pytest.param({"problem": "no_text", "detail": 3}, id="detail-not-text"),
+        pytest.param({"title": "t", "text": 1, "pages": 1, "pages_read": 1}, id="text-not-str"),
+        pytest.param({"title": "t", "text": "", "pages": 1, "pages_read": 2}, id="more-read"),
+        pytest.param({"title": "t", "text": "", "pages": True, "pages_read": 1}, id="bool"),
+        pytest.param({"title": "t", "text": ""}, id="missing-pages"),
     ],
 )
-def test_nonsense_answers_are_crashes(answer: bytes) -> None:
-    result = _answer(answer)
+def test_nonsense_answers_are_crashes(answer: Wire) -> None:
+    result = answer_of(answer)
     assert isinstance(result, PdfFailure)
     assert result.problem is PdfProblem.CRASHED
 
 
 def test_a_good_answer_is_taken_and_its_title_bounded() -> None:
-    answer = b'{"title": "%s", "text": "x", "pages": 2, "pages_read": 1}' % (b"t" * 500)
-    assert _answer(answer) == PdfText(title="t" * 300, text="x", pages=2, pages_read=1)
+    answer: Wire = {"title": "t" * 500, "text": "x", "pages": 2, "pages_read": 1}
+    assert answer_of(answer) == PdfText(title="t" * 300, text="x", pages=2, pages_read=1)
 
 
-def limited(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a Python that applied the worker's own limits first."""
-    program = "from fetcher.pdf.worker import _limit_self\n_limit_self(256 << 20, 1)\n" + code
-    return subprocess.run(
-        [sys.executable, "-c", program],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
-    )
+def test_a_problem_the_reader_reports_is_kept_on_one_line() -> None:
+    answer: Wire = {"problem": "damaged", "detail": "bad\nxref"}
+    assert answer_of(answer) == PdfFailure(PdfProblem.DAMAGED, "bad xref")
 
 
-def test_the_worker_cannot_write_files(tmp_path: Path) -> None:
-    done = limited("with open('out.txt', 'w') as out:\n    out.write('x' * 10)", tmp_path)
-    assert done.returncode != 0
-    assert "File too large" in done.stderr
-    assert (tmp_path / "out.txt").read_text() == ""
+@pytest.fixture
+async def limited() -> AsyncIterator[WorkerPool]:
+    """A PDF pool with the default limits but one second of CPU."""
+    pool = pdf_pool(PdfLimits(cpu_seconds=1, wall_seconds=30))
+    try:
+        yield pool
+    finally:
+        await pool.aclose()
 
 
-def test_the_worker_is_stopped_after_its_cpu_seconds(tmp_path: Path) -> None:
-    done = limited("while True: pass", tmp_path)
-    assert done.returncode in (-signal.SIGXCPU, -signal.SIGKILL)
+async def test_the_worker_cannot_write_files(limited: WorkerPool, tmp_path: Path) -> None:
+    # Opening for writing is refused by the worker's filter, which kills it.
+    out = tmp_path / "out.txt"
+    result = await limited.run(tasks.record_pid, str(out))
+    assert _stop_failure(result, limited.limits).problem is PdfProblem.CONFINED  # type: ignore[arg-type]
+    assert not out.exists()
 
 
-def test_the_worker_cannot_map_more_than_its_memory(tmp_path: Path) -> None:
-    done = limited("b = bytearray(300 << 20)", tmp_path)
-    assert done.returncode != 0
-    assert "MemoryError" in done.stderr
+async def test_the_worker_is_stopped_after_its_cpu_seconds(limited: WorkerPool) -> None:
+    result = await limited.run(tasks.spin, 30.0)
+    assert _stop_failure(result, limited.limits).problem is PdfProblem.TIMEOUT  # type: ignore[arg-type]
+
+
+async def test_the_worker_cannot_map_more_than_its_memory(limited: WorkerPool) -> None:
+    result = await limited.run(tasks.allocate, 300 * MIB)
+    assert _stop_failure(result, limited.limits).problem is PdfProblem.TOO_LARGE  # type: ignore[arg-type]
+    assert await limited.run(tasks.allocate, 100 * MIB) == 100 * MIB
 
 
 @pytest.mark.parametrize(
@@ -175,46 +183,53 @@ def test_pdfs_are_known_by_their_content(body: bytes, expected: bool) -> None:
     assert is_pdf(body) is expected
 
 
-def pdf_workers() -> dict[int, int]:
-    """This process's PDF worker children: pid → resident memory in KiB."""
+def pdf_workers(pool: WorkerPool) -> dict[int, int]:
+    """The pool's live worker processes: pid → resident memory in KiB."""
     found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in pool.worker_pids:
         try:
-            status = (entry / "status").read_text()
-            command = (entry / "cmdline").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue  # gone meanwhile
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if int(fields["PPid"]) == os.getpid() and b"fetcher.pdf.worker" in command:
-            found[int(entry.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
+        if fields["State"].split()[0] not in ("Z", "X"):
+            found[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
     return found
 
 
 async def test_cancelling_the_caller_kills_the_worker(bomb: bytes) -> None:
     # The bomb read with room to inflate takes a while: cancel it halfway, once the worker
     # is visibly at work (inflating past 64 MiB), and the worker must be gone.
-    reading = asyncio.create_task(extract_pdf(bomb, PdfLimits(memory_bytes=1024 * MIB)))
-    busy: dict[int, int] = {}
-    while not reading.done() and not (
-        busy := {p: k for p, k in pdf_workers().items() if k > 65536}
-    ):
-        await asyncio.sleep(0.005)
-    assert busy, "the worker finished before it could be cancelled"
-    reading.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await reading
-    assert not any(alive(pid) for pid in busy)  # killed, and reaped
-    assert pdf_workers() == {}
+    limits = PdfLimits(memory_bytes=1024 * MIB)
+    pool = pdf_pool(limits)
+    try:
+        reading = asyncio.create_task(extract_pdf(bomb, limits, pool=pool))
+        busy: dict[int, int] = {}
+        while not reading.done() and not (
+            busy := {p: k for p, k in pdf_workers(pool).items() if k > 65536}
+        ):
+            await asyncio.sleep(0.005)
+        assert busy, "the worker finished before it could be cancelled"
+        reading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        for _ in range(200):
+            if not any(alive(pid) for pid in busy):
+                break
+            await asyncio.sleep(0.01)
+        assert not any(alive(pid) for pid in busy)  # killed, and reaped
+        assert not set(pdf_workers(pool)) & set(busy)
+    finally:
+        await pool.aclose()
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
         return False
-    return True
+    return state not in ("Z", "X")
 
 
 async def test_reads_run_side_by_side_on_one_event_loop() -> None:
@@ -235,8 +250,8 @@ async def test_a_worker_that_cannot_start_is_the_fetchers_fault(
 
 
 async def test_a_worker_that_dies_before_reading_its_input_is_a_failure_value() -> None:
-    # 24 MiB of address space is too little for Python to import PDFium: the worker dies
-    # before it reads a byte, and the megabyte being written to it meets a closed pipe.
+    # 24 MiB of address space is less than the zygote's own: the worker fails its first
+    # allocation, and the megabyte being written to it meets a closed channel.
     data = SIMPLE + b" " * (1 << 20)
     result = await extract_pdf(data, PdfLimits(memory_bytes=24 * MIB))
     assert isinstance(result, PdfFailure)

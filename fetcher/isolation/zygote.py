@@ -1,0 +1,633 @@
+"""Worker processes for untrusted bytes: one fresh, confined process per task (I/O).
+
+Pages (``fetcher.isolation.workers`` for ``fetcher.crawl``) and PDFs (``fetcher.pdf.worker``)
+are both turned into text here, the same way: a **zygote** process, started once per pool as a new
+program (``python -I -B -m fetcher.isolation.zygote``, so it holds nothing of the fetcher's
+memory), imports the reader once and forks one **worker** per task. The worker confines
+itself before it reads a byte of its task, runs it, answers and exits; a worker that a page
+subverted never sees another page::
+
+    fetcher ══control (inherited socketpair)══▶ zygote ──fork──▶ worker (fd 3: its channel)
+       │  one message per worker: its limits + its channel's far end (SCM_RIGHTS)
+       │◀═ {"id", "pid"} when forked, {"id", "status"} when it ended ═╝
+       └──────────── task frame (pickle, ours) ──▶ worker: limits, seccomp, task
+       ◀─────────── answer frame (JSON, capped, checked) ──┘
+
+Where a fresh worker's time goes (bench/worker_start.py, measured on the 2-core machine):
+a new interpreter costs about 40 ms, the HTML reader's imports about 400 ms and PDFium's
+about 80 ms, the reader's first page another 65 ms (the Public Suffix List); a fork of the
+warmed zygote costs about 3 ms of CPU, its confinement about 1.5 ms. So a worker is forked,
+never started, and the zygote renders one page before it forks anything.
+
+**The control channel is no socket a worker can find.** It is an unnamed socketpair the
+zygote inherits at start; a worker closes it (and every descriptor but its channel) before
+anything else, and the filter then refuses ``socket``, ``connect`` and the rest, so no
+worker can ask for a process without limits (the forkserver this replaces listened on a
+named socket in ``/tmp``, which a subverted worker found and used).
+
+**Confinement** (:func:`confine`, before the task is read): ``RLIMIT_AS`` (memory),
+``RLIMIT_CPU`` (the task's seconds; ``SIGXCPU`` ends it), ``RLIMIT_FSIZE`` 0 (no file
+grows), ``RLIMIT_NOFILE`` (a few descriptors), ``RLIMIT_NPROC`` 0 and ``RLIMIT_CORE`` 0; then
+``no_new_privs`` and a seccomp filter built with libseccomp (``pyseccomp``, never a
+hand-written BPF program): only what reading needs is allowed (reading any descriptor it
+holds, writing its channel alone, memory, time, signals to itself, opening files read-only
+for lazy imports, exit); anything else kills the whole worker (``SECCOMP_RET_KILL_PROCESS``):
+``socket``, ``connect``, ``bind``, ``execve``, ``fork``/``clone``, ``ptrace``, ``kill`` of
+another process, opening for writing, ``unlink``, ``rename``, ``chmod``, raising a limit.
+Killing rather than failing the call is deliberate: no reader makes these calls, so one that
+does is a subverted worker, and it ends at its first attempt, visibly (:class:`Stopped`
+``confined``: the read is ``internal``, the fetch log and
+``tigress_fetcher_worker_stops_total{why="confined"}`` say so). Writes to any other descriptor
+(a library's warning on stderr) and terminal ``ioctl`` calls fail harmlessly instead.
+
+**Answers are untrusted.** A worker answers once: a 4-byte big-endian length and one JSON
+document of at most ``max_reply_bytes`` (:func:`decode_answer` checks its shape), never a
+pickle. Tasks go to a worker pickled: the fetcher wrote them.
+
+The zygote itself never reads untrusted bytes (only the fetcher's control messages), is
+not dumpable (a same-user process cannot read or write its memory through ``/proc``),
+runs under a filter of its own once its preload is done (:func:`zygote_filter`: no
+sockets, no programs, no file removed, moved or written), and kills its workers and exits
+when the fetcher's end of the control channel closes.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import dataclasses
+import errno
+import fcntl
+import importlib
+import json
+import os
+import pickle
+import resource
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+from fetcher.errors import IsolationError
+
+__all__ = [
+    "MAX_REPLY_BYTES",
+    "MIB",
+    "WORKER_CHANNEL",
+    "BadAnswer",
+    "Stopped",
+    "Wire",
+    "WorkLimits",
+    "Worker",
+    "Zygote",
+    "confine",
+    "decode_answer",
+    "stopped_by",
+    "worker_filter",
+]
+
+#: What a task may return: JSON values, which cross back from the worker as JSON.
+Wire: TypeAlias = "bool | int | float | str | list[Wire] | dict[str, Wire] | None"
+
+MIB = 1024 * 1024
+#: The largest answer a worker may send; a page's answer is at most about 100 KB, a PDF's
+#: (48,000 characters, escaped) a few hundred KB.
+MAX_REPLY_BYTES = MIB
+#: Exit status of a worker that ran out of memory while answering that it had.
+EXIT_MEMORY = 86
+#: The descriptor a worker's channel has in the worker (the only one it may write).
+WORKER_CHANNEL = 3
+_HEADER = 4
+#: Characters of a task's error (message and traceback) that travel back.
+_ERROR_CHARS = 4000
+_CONTROL_BYTES = 4096
+
+# Flags that make open(2) create, truncate or write: a worker opening with any is killed.
+_WRITE_FLAGS = (
+    os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_EXCL | 0o20000000
+)  # the last is __O_TMPFILE (Python has no name for it alone)
+
+#: System calls a worker makes for any argument: reading what it holds, memory, time,
+#: signals, its own identity, exit. Measured: the extraction and PDF corpora read under
+#: the filter (tests/fetcher/isolation/test_subverted_worker.py, test_corpus_quality.py).
+_ALLOWED = (
+    "read", "readv", "pread64", "preadv", "lseek", "close", "fstat", "newfstatat", "stat",
+    "lstat", "statx", "access", "faccessat", "faccessat2", "getdents64", "readlink",
+    "readlinkat", "getcwd", "brk", "mmap", "munmap", "mremap", "mprotect", "madvise",
+    "futex", "set_robust_list", "get_robust_list", "rseq", "restart_syscall",
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "clock_gettime",
+    "clock_getres", "gettimeofday", "time", "nanosleep", "clock_nanosleep", "getpid",
+    "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid", "uname", "sysinfo",
+    "sched_yield", "sched_getaffinity", "getrusage", "times", "getrandom", "getrlimit",
+    "exit", "exit_group", "membarrier",
+)  # fmt: skip
+#: ``fcntl`` commands a worker may give (reading and setting a descriptor's flags).
+_FCNTL = ("F_GETFD", "F_SETFD", "F_GETFL", "F_SETFL")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkLimits:
+    """What one task may use; pages and PDFs have one each (the settings ``page_*`` and
+    ``pdf_*``). Tests pass smaller ones.
+
+    Attributes:
+        cpu_seconds: CPU time of one task (whole seconds: the kernel counts in seconds).
+        memory_bytes: Address space of a worker process, its interpreter included.
+        wall_seconds: Wall-clock time of one task once a worker has taken it.
+        files: Open file descriptors a worker may hold (its channel and a few for Python).
+    """
+
+    cpu_seconds: int = 3
+    # Measured (bench/memory.py): a fresh worker starts at about 50 MiB of address space;
+    # the extraction corpus's pages peak at 64 MiB at most, 2 MiB hostile pages at 100 to
+    # 200 MiB, and only a few of tiny elements (500,000 list items) need more (350 to 400
+    # MiB: stopped, like most of them already were at the CPU limit). Two workers at this
+    # cap fit the fetcher unit's MemoryMax beside the PDF workers (tests/deploy/test_units.py).
+    memory_bytes: int = 256 * MIB
+    wall_seconds: float = 10.0
+    files: int = 16
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stopped:
+    """A task that was stopped at a limit, or whose worker died or answered nonsense.
+
+    Attributes:
+        why: ``cpu``, ``memory``, ``wall``, ``confined`` (the worker made a system call its
+            filter refuses) or ``crashed``.
+        detail: One line for people.
+    """
+
+    why: str
+    detail: str
+
+
+class BadAnswer(Exception):
+    """A worker's answer is not what the protocol allows."""
+
+
+# --- the worker's side (runs in a forked worker, before and after confinement) ----------
+
+
+def worker_filter(pid: int) -> Any:
+    """The seccomp filter of the worker whose process id is ``pid`` (not yet loaded).
+
+    Returns:
+        A ``pyseccomp.SyscallFilter``: kill by default, the calls above allowed.
+
+    # Security
+    Rule: a worker may read what it holds, write its channel (:data:`WORKER_CHANNEL`)
+    only, map memory, read clocks, signal itself, open files read-only and exit; any other
+    system call kills it. Threat: a page or PDF that took over its worker through a parser
+    bug, going on to reach the fetcher's sockets, the network, the file system, other
+    processes or a process without limits. Callers rely on: once loaded (it cannot be
+    unloaded; children would inherit it, but ``fork`` is refused), nothing the worker runs
+    can do more. Proof: tests/fetcher/isolation/test_subverted_worker.py (each refused call from a
+    real worker of each pool) and tests/fetcher/isolation/test_zygote.py (the rules, both sides).
+    """
+    return with_self(base_filter(), pid)
+
+
+def base_filter() -> Any:
+    """Every rule of :func:`worker_filter` but those naming the worker's process id: the
+    zygote builds it once (1.5 ms of libseccomp calls), each forked worker adds its own."""
+    import pyseccomp as seccomp  # noqa: PLC0415 - loaded by the zygote, before any fork
+
+    rules = seccomp.SyscallFilter(seccomp.KILL_PROCESS)
+    # A call through another architecture's table (int 0x80) kills the process too, not
+    # only its thread (libseccomp's default).
+    rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
+    for name in _ALLOWED:
+        rules.add_rule(seccomp.ALLOW, name)
+    for name in ("write", "writev"):
+        rules.add_rule(seccomp.ALLOW, name, seccomp.Arg(0, seccomp.EQ, WORKER_CHANNEL))
+        rules.add_rule(seccomp.ERRNO(errno.EBADF), name, seccomp.Arg(0, seccomp.NE, WORKER_CHANNEL))
+    for command in _FCNTL:
+        rules.add_rule(seccomp.ALLOW, "fcntl", seccomp.Arg(1, seccomp.EQ, getattr(fcntl, command)))
+    rules.add_rule(seccomp.ERRNO(errno.ENOTTY), "ioctl")
+    # Opening read-only (a lazy import, a codec): any flag that writes kills.
+    rules.add_rule(seccomp.ALLOW, "openat", seccomp.Arg(2, seccomp.MASKED_EQ, _WRITE_FLAGS, 0))
+    rules.add_rule(seccomp.ALLOW, "open", seccomp.Arg(1, seccomp.MASKED_EQ, _WRITE_FLAGS, 0))
+    # Reading a limit is allowed, setting one is not (prlimit64 with no new value).
+    rules.add_rule(seccomp.ALLOW, "prlimit64", seccomp.Arg(2, seccomp.EQ, 0))
+    return rules
+
+
+def with_self(rules: Any, pid: int) -> Any:
+    """``rules`` and signals to the process ``pid`` itself (abort(3) is how PDFium reports
+    a failed allocation); ``kill`` of any other process stays refused."""
+    import pyseccomp as seccomp  # noqa: PLC0415
+
+    rules.add_rule(seccomp.ALLOW, "kill", seccomp.Arg(0, seccomp.EQ, pid))
+    rules.add_rule(seccomp.ALLOW, "tgkill", seccomp.Arg(0, seccomp.EQ, pid))
+    return rules
+
+
+#: What the zygote itself may never do (it forks, reaps and talks on its inherited channel):
+#: no new socket, no program, no file removed, moved or written, no debugger.
+_ZYGOTE_REFUSED = (
+    "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "execve",
+    "execveat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat",
+    "symlink", "symlinkat", "mkdir", "mkdirat", "rmdir", "chmod", "fchmod", "fchmodat",
+    "truncate", "ftruncate", "ptrace", "process_vm_writev", "mount", "setrlimit",
+)  # fmt: skip
+
+
+def zygote_filter() -> Any:
+    """The zygote's own seccomp filter, loaded once its preload is done (its workers add
+    theirs on top): it allows by default and kills on :data:`_ZYGOTE_REFUSED`.
+
+    # Security
+    Rule: the process that forks workers cannot create sockets, run programs or change
+    the file system (the gRPC socket's directory above all). Threat: the zygote reads only
+    the fetcher's control messages, so this guards against a bug of ours there, not
+    against pages. Proof: tests/fetcher/isolation/test_zygote.py (the rules).
+    """
+    import pyseccomp as seccomp  # noqa: PLC0415
+
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
+    for name in _ZYGOTE_REFUSED:
+        rules.add_rule(seccomp.KILL_PROCESS, name)
+    # Opening for writing (O_WRONLY, O_RDWR, O_CREAT...): refused, not fatal.
+    for name, arg in (("openat", 2), ("open", 1)):
+        for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND):
+            rules.add_rule(
+                seccomp.ERRNO(errno.EACCES), name, seccomp.Arg(arg, seccomp.MASKED_EQ, flag, flag)
+            )
+    return rules
+
+
+def _resource_limits(limits: WorkLimits) -> tuple[tuple[int, int, int], ...]:
+    return (
+        (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+        # SIGXCPU at the soft limit ends the worker; SIGKILL one second later if not.
+        (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
+        (resource.RLIMIT_FSIZE, 0, 0),
+        (resource.RLIMIT_NOFILE, limits.files, limits.files),
+        (resource.RLIMIT_NPROC, 0, 0),
+        (resource.RLIMIT_CORE, 0, 0),
+    )
+
+
+def confine(limits: WorkLimits, rules: Any) -> None:  # pragma: no cover - confined workers
+    """Confines the calling process for good: its limits, then its seccomp filter.
+
+    ``resource.prlimit`` makes the prlimit64 call, which the fetcher unit's
+    ``SystemCallFilter=~@resources`` allows (it denies setrlimit); lowering one's own
+    limits needs no privilege. libseccomp sets ``no_new_privs`` before loading the filter.
+    A worker's CPU time starts at zero at its fork, so the task gets its whole allowance.
+
+    # Security
+    ``rules`` is :func:`base_filter`'s (built once in the zygote); see
+    :func:`worker_filter`. Proved by tests/fetcher/isolation/test_subverted_worker.py.
+    """
+    for which, soft, hard in _resource_limits(limits):
+        resource.prlimit(0, which, (soft, hard))
+    with_self(rules, os.getpid()).load()
+
+
+def answer(task: bytes) -> bytes:
+    """Runs one task (a pickle of function, args, kwargs); its value, error or memory
+    failure as a JSON document."""
+    try:
+        function, args, kwargs = pickle.loads(task)  # noqa: S301 - the fetcher's own
+        value = function(*args, **kwargs)
+        return json.dumps({"value": value}, ensure_ascii=False, allow_nan=False).encode()
+    except MemoryError:
+        return b'{"memory": true}'
+    except Exception as exc:  # the caller gets the bug as text, never as an object
+        text = "".join(traceback.format_exception(exc))
+        error = f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
+        return json.dumps({"error": error, "traceback": text[-_ERROR_CHARS:]}).encode()
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    data = bytearray()
+    while len(data) < size:
+        chunk = os.read(fd, min(size - len(data), 1 << 20))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+def serve_task(fd: int) -> None:
+    """A worker's task: one frame from the fetcher, one answer frame back."""
+    header = _read_exactly(fd, _HEADER)
+    task = None if header is None else _read_exactly(fd, int.from_bytes(header, "big"))
+    if task is None:
+        return  # the fetcher let this worker go unused
+    reply = answer(task)
+    frame = len(reply).to_bytes(_HEADER, "big") + reply
+    view = memoryview(frame)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _worker(channel: int, limits: WorkLimits, rules: Any) -> None:  # pragma: no cover - a child
+    """A worker's whole life, in the zygote's forked child: never returns."""
+    status = 0
+    try:
+        os.dup2(channel, WORKER_CHANNEL)
+        # Nothing of the zygote's (its control channel, other workers' pidfds) stays open.
+        os.closerange(WORKER_CHANNEL + 1, os.sysconf("SC_OPEN_MAX"))
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        confine(limits, rules)
+        serve_task(WORKER_CHANNEL)
+    except MemoryError:
+        status = EXIT_MEMORY
+    except BaseException:
+        status = 1
+    # posix._exit, not os._exit: coverage wraps the latter to write its data file, which a
+    # confined worker may not open (it would be killed for trying).
+    import posix  # noqa: PLC0415
+
+    posix._exit(status)
+
+
+# --- the zygote (a program of its own) ---------------------------------------------------
+
+
+def _zygote(control: socket.socket, preload: Sequence[str]) -> None:  # pragma: no cover
+    """The zygote's loop: one fork per control message, one status per ended worker.
+
+    Measured by the tests through the workers it forks; its own lines run in a process
+    started with its own interpreter, whose coverage data the tests do not combine.
+    """
+    for name in preload:
+        importlib.import_module(name)
+    import gc  # noqa: PLC0415
+
+    rules = base_filter()
+    zygote_filter().load()
+    # Forked workers would otherwise copy the heap page by page as their collector walks it.
+    gc.freeze()
+    # Not dumpable: processes of the same user cannot ptrace it or open /proc/PID/mem.
+    with contextlib.suppress(OSError, AttributeError):
+        _set_not_dumpable()
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ, None)
+    workers: dict[int, tuple[int, int]] = {}  # pidfd -> (id, pid)
+    try:
+        _fork_workers(control, selector, workers, rules)
+    except OSError:
+        pass  # the fetcher has gone: its end of the control channel closed
+    finally:
+        for _ident, pid in workers.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _fork_workers(
+    control: socket.socket,
+    selector: selectors.BaseSelector,
+    workers: dict[int, tuple[int, int]],
+    rules: Any,
+) -> None:  # pragma: no cover - runs in the zygote
+    """Until the control channel closes: a worker per message, a status per end."""
+    while True:
+        for key, _ in selector.select():
+            if key.data is None:
+                message, fds, _flags, _address = socket.recv_fds(control, _CONTROL_BYTES, 1)
+                if not message:
+                    return
+                request = json.loads(message)
+                limits = WorkLimits(**request["limits"])
+                pid = os.fork()
+                if pid == 0:
+                    _worker(fds[0], limits, rules)
+                os.close(fds[0])
+                pidfd = os.pidfd_open(pid)
+                workers[pidfd] = (request["id"], pid)
+                selector.register(pidfd, selectors.EVENT_READ, pid)
+                control.sendall(json.dumps({"id": request["id"], "pid": pid}).encode())
+            else:
+                pidfd = key.fd
+                selector.unregister(pidfd)
+                ident, pid = workers.pop(pidfd)
+                os.close(pidfd)
+                _, status = os.waitpid(pid, 0)
+                code = os.waitstatus_to_exitcode(status)
+                control.sendall(json.dumps({"id": ident, "status": code}).encode())
+
+
+def _set_not_dumpable() -> None:  # pragma: no cover - runs in the zygote
+    import ctypes  # noqa: PLC0415
+
+    pr_set_dumpable = 4
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_dumpable, 0, 0, 0, 0)
+
+
+def _main(argv: list[str]) -> int:  # pragma: no cover - the zygote's entry point
+    control = socket.socket(fileno=int(argv[0]))
+    sys.path[:] = json.loads(argv[1])
+    _zygote(control, argv[2:])
+    return 0
+
+
+# --- the fetcher's side ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class Worker:
+    """A worker forked for one task: its process id, the fetcher's end of its channel
+    (non-blocking) and its exit status once the zygote collected it."""
+
+    pid: int
+    channel: socket.socket
+    ended: asyncio.Future[int]
+
+
+class Zygote:
+    """The fetcher's end of one zygote: forks workers on request, tells how they ended.
+
+    Started on the first :meth:`fork` (inside the event loop that uses it), so a pool
+    built before the loop runs starts nothing; :meth:`close` kills it and its workers.
+    """
+
+    def __init__(self, preload: Sequence[str]) -> None:
+        """Args:
+        preload: Modules the zygote imports once, before it forks any worker.
+        """
+        self.preload = tuple(preload)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._started: dict[int, asyncio.Future[int]] = {}
+        self._ended: dict[int, asyncio.Future[int]] = {}
+        self._next = 0
+        self._lock = asyncio.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """The zygote's process id, once started."""
+        return self._process.pid if self._process is not None else None
+
+    def _start(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._process = subprocess.Popen(  # noqa: S603 - our interpreter, our module
+                [
+                    sys.executable,
+                    "-I",  # no PYTHON* variables, no user site, no current directory
+                    "-B",  # no .pyc writes: a worker may not open a file for writing
+                    "-m",
+                    "fetcher.isolation.zygote",
+                    str(theirs.fileno()),
+                    json.dumps(sys.path),
+                    *self.preload,
+                ],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C goes to the fetcher only
+                # Nothing of the fetcher's environment (LC_ALL: PDFium and Python read text
+                # as UTF-8); not the coverage tool's either, whose fork hook would write its
+                # data from confined workers, which the filter refuses (their code is
+                # measured in-process: tests/fetcher/isolation/test_zygote.py).
+                env={"LC_ALL": "C.UTF-8"},
+            )
+        except OSError as exc:
+            ours.close()
+            raise IsolationError(f"the worker zygote did not start: {exc}") from exc
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._control = ours
+        self._reader = asyncio.get_running_loop().create_task(self._read(ours))
+        return ours
+
+    async def _read(self, control: socket.socket) -> None:
+        """Takes the zygote's messages; when it is gone, every waiting worker ends."""
+        loop = asyncio.get_running_loop()
+        try:
+            while message := await loop.sock_recv(control, _CONTROL_BYTES):
+                reply = json.loads(message)
+                waiting = self._started if "pid" in reply else self._ended
+                future = waiting.pop(reply["id"], None)
+                if future is not None and not future.done():
+                    future.set_result(reply["pid"] if "pid" in reply else reply["status"])
+        except (OSError, ValueError, KeyError):  # pragma: no cover - a zygote gone wrong
+            pass
+        finally:
+            for future in (*self._started.values(), *self._ended.values()):
+                if not future.done():
+                    future.set_exception(IsolationError("the worker zygote has gone"))
+                    # Whoever awaits it gets the error; a spare's end that nobody awaits
+                    # any more is no error worth a warning.
+                    future.exception()
+            self._started.clear()
+            self._ended.clear()
+
+    async def fork(self, limits: WorkLimits) -> Worker:
+        """A new worker under ``limits``, confined before it reads its task.
+
+        Raises:
+            IsolationError: The zygote could not be started or has gone.
+        """
+        loop = asyncio.get_running_loop()
+        async with self._lock:  # messages and their replies in one order
+            control = self._control
+            if control is None:
+                control = self._start()
+            ident = self._next
+            self._next += 1
+            started: asyncio.Future[int] = loop.create_future()
+            ended: asyncio.Future[int] = loop.create_future()
+            self._started[ident] = started
+            self._ended[ident] = ended
+            ours, theirs = socket.socketpair()
+            try:
+                message = json.dumps({"id": ident, "limits": dataclasses.asdict(limits)})
+                await _send_with_fd(control, message.encode(), theirs.fileno())
+            except OSError as exc:
+                ours.close()
+                self._started.pop(ident, None)
+                self._ended.pop(ident, None)
+                raise IsolationError(f"the worker zygote has gone: {exc}") from exc
+            finally:
+                theirs.close()
+        try:
+            pid = await started
+        except BaseException:
+            ours.close()
+            raise
+        ours.setblocking(False)
+        return Worker(pid, ours, ended)
+
+    async def aclose(self) -> None:
+        """Stops the zygote (its workers are killed with it) and waits for its end."""
+        process = self.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+        if process is not None:
+            await asyncio.to_thread(process.wait)
+
+    def close(self) -> subprocess.Popen[bytes] | None:
+        """Closes the control channel: the zygote kills its workers and exits; returns
+        its process, to be waited for."""
+        if self._reader is not None:
+            self._reader.cancel()
+        if self._control is not None:
+            self._control.close()
+        return self._process
+
+
+async def _send_with_fd(control: socket.socket, message: bytes, fd: int) -> None:
+    """One control message carrying one descriptor, waiting while the channel is full."""
+    loop = asyncio.get_running_loop()
+    fds = array.array("i", [fd])
+    while True:
+        try:
+            control.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            return
+        except BlockingIOError:  # pragma: no cover - 32 workers' messages never fill it
+            writable = loop.create_future()
+            loop.add_writer(control, writable.set_result, None)
+            try:
+                await writable
+            finally:
+                loop.remove_writer(control)
+
+
+def decode_answer(body: bytes) -> dict[str, Any]:
+    """A worker's answer as a checked JSON object (untrusted: never unpickled).
+
+    Raises:
+        BadAnswer: Not JSON, or not one of ``value``, ``error`` (text, with an optional
+            ``traceback``) and ``memory``.
+    """
+    try:
+        reply = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise BadAnswer("an answer that is not JSON") from exc
+    if not isinstance(reply, dict) or len(reply.keys() - {"traceback"}) != 1:
+        raise BadAnswer("an answer of the wrong shape")
+    if "error" in reply and not isinstance(reply["error"], str):
+        raise BadAnswer("an error that is not text")
+    if not reply.keys() & {"value", "error", "memory"}:
+        raise BadAnswer("an answer of the wrong shape")
+    return reply
+
+
+def stopped_by(code: int, limits: WorkLimits) -> Stopped:
+    """Why a worker that hung up before answering ended, from its exit status."""
+    if code == -signal.SIGXCPU:
+        return Stopped("cpu", f"over {limits.cpu_seconds} s of CPU time")
+    if code == -signal.SIGSYS:
+        return Stopped("confined", "the worker made a system call its confinement refuses")
+    if code in (-signal.SIGKILL, -signal.SIGABRT, EXIT_MEMORY):
+        # SIGKILL is the kernel's answer to a memory limit it had to enforce itself;
+        # SIGABRT is PDFium's to an allocation that failed.
+        return Stopped("memory", f"over {limits.memory_bytes // MIB} MiB of memory")
+    return Stopped("crashed", f"the worker ended with status {code}")
+
+
+if __name__ == "__main__":  # pragma: no cover - the zygote
+    sys.exit(_main(sys.argv[1:]))
