@@ -126,7 +126,7 @@ class WordList:
 @functools.cache
 def word_list() -> WordList:
     """The shipped English word list (about 75,000 lower-cased words; loaded once)."""
-    data = resources.files("fetcher").joinpath("data/words.txt.gz").read_bytes()
+    data = resources.files("fetcher.pdf").joinpath("data/words.txt.gz").read_bytes()
     return WordList(gzip.decompress(data).decode("utf-8"))
 
 

@@ -178,7 +178,7 @@ async def test_a_web_on_chat_searches_the_real_searxng_and_reads_what_it_found(
         (start, "Descaling", True)
     ]
     sources = answer.of_type("sources")[0]["sources"]
-    assert sources[0] == {"n": 1, "url": start, "title": "json kettle descale 1"}
+    assert sources[0] == {"n": 1, "url": start, "title": "json kettle descale 1", "read": True}
     assert all("www.origin.test" not in s["url"] for s in sources)
     assert answer.of_type("citations") == [{"type": "citations", "cited": [1], "unknown": []}]
     assert answer.text == "Use citric acid [1]."

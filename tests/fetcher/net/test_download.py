@@ -571,7 +571,7 @@ def test_transport_errors_are_mapped_by_type(raised: object, reason: Reason) -> 
 
 
 def test_only_the_guard_makes_a_checked_address() -> None:
-    with pytest.raises(TypeError, match=r"fetcher\.guard"):
+    with pytest.raises(TypeError, match=r"fetcher\.net\.guard"):
         CheckedAddress("origin.test", LOOPBACK, 443)
 
 

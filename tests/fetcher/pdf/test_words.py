@@ -114,7 +114,7 @@ def test_word_list_bisection(word: str, known: bool) -> None:
 
 
 def test_the_shipped_list_is_sorted_as_the_bisection_compares() -> None:
-    data = resources.files("fetcher").joinpath("data/words.txt.gz").read_bytes()
+    data = resources.files("fetcher.pdf").joinpath("data/words.txt.gz").read_bytes()
     lines = gzip.decompress(data).decode("utf-8").split("\n")[:-1]
     assert lines == sorted(set(lines))
     shipped = word_list()
