@@ -47,7 +47,15 @@ from fetcher.metrics import Metrics, MetricsEndpoint, bind_metrics_listener
 from fetcher.outcome import HopRecord, TextRecord
 from fetcher.pdfreader import PdfReader
 from fetcher.service import FetcherServicer, Reader
-from fetcher.settings import Listen, Settings, describe, load_settings
+from fetcher.settings import (
+    SETTING_NAMES,
+    Listen,
+    Settings,
+    changes,
+    flag_help,
+    load_settings,
+    unknown_variables,
+)
 from fetcher.systemd import sd_notify, systemd_listeners
 from fetcher.transport import default_ssl_context
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
@@ -326,8 +334,10 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
         await server.start()
         if endpoint is not None:
             await endpoint.start()
-        for line in describe(settings):
-            logger.info("setting %s", line)
+        logger.info("%s", changes(settings))
+        unknown = unknown_variables(environ)
+        if unknown:
+            logger.warning("unknown variables, not read: %s", ", ".join(unknown))
         logger.info(
             "serving on %s; TLS trust: %s",
             ", ".join(server.ports),
@@ -350,20 +360,15 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the ``serve`` subcommand's flags (each overrides the setting of its name)."""
-    parser.add_argument(
-        "--listen",
-        metavar="unix:PATH|HOST:PORT",
-        help="where to serve gRPC, comma-separated (default: unix:run/fetcher.sock)",
-    )
+    """Adds the ``serve`` subcommand's flags: ``--config`` and one flag per setting
+    (``--<name>``, overriding the setting of that name)."""
     parser.add_argument("--config", metavar="PATH", help="TOML file with a [fetcher] table")
-    parser.add_argument(
-        "--metrics-listen", metavar="HOST:PORT", help="a /metrics port of its own (development)"
-    )
-    parser.add_argument("--max-concurrent-reads", metavar="N", help="reads handled at once")
-    parser.add_argument("--render-workers", metavar="N", help="page rendering processes")
-    parser.add_argument("--pdf-workers", metavar="N", help="PDF reading processes at once")
-    parser.add_argument("--log-sink", choices=("auto", "journal", "json"), help="fetch log sink")
+    for name in SETTING_NAMES:
+        text, metavar, choices = flag_help(name)
+        if choices:
+            parser.add_argument(f"--{name.replace('_', '-')}", choices=choices, help=text)
+        else:
+            parser.add_argument(f"--{name.replace('_', '-')}", metavar=metavar, help=text)
 
 
 def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = None) -> int:
@@ -373,17 +378,7 @@ def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = N
     """
     environ = os.environ if environ is None else environ
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    overrides = {
-        name: getattr(args, name, None)
-        for name in (
-            "listen",
-            "metrics_listen",
-            "max_concurrent_reads",
-            "render_workers",
-            "pdf_workers",
-            "log_sink",
-        )
-    }
+    overrides = {name: getattr(args, name, None) for name in SETTING_NAMES}
     try:
         settings = load_settings(
             environ=environ,

@@ -1,4 +1,6 @@
-"""``python -m gateway``: check the settings, then serve the gateway with uvicorn.
+"""``python -m gateway`` (the ``tigress-gateway`` command): read the command line
+(`gateway.cli`: ``--help``, ``--version``, ``keygen``), else check the settings, then serve
+the gateway with uvicorn.
 
 Exits 2 with a message naming a bad setting; 0 after a graceful drain (SIGTERM, SIGINT).
 """
@@ -7,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry
 
+from gateway import cli
 from gateway.app import create_app
 from gateway.drain import Drain
 from gateway.metrics import GatewayMetrics
@@ -23,8 +27,17 @@ from gateway.serving import (
 from gateway.settings import SettingsError, load_settings
 
 
-def main() -> None:
-    """Start the gateway."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command line (`gateway.cli.main`); serving ends up in :func:`serve`."""
+    cli.main(argv)
+
+
+def serve() -> None:
+    """Check the settings, then serve the gateway until SIGTERM or SIGINT.
+
+    Raises:
+        SystemExit: 2 for a bad setting (the message names it).
+    """
     try:
         settings = load_settings()
     except SettingsError as exc:
