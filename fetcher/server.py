@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -121,6 +122,23 @@ def _prepare_unix_path(path: Path) -> None:
         mode = os.lstat(path).st_mode
         if not stat.S_ISSOCK(mode):
             raise ConfigError(f"bad value for listen: {str(path)!r} exists and is not a socket")
+        if _socket_answers(path):
+            # grpc would unlink it and take the address over from the running fetcher.
+            raise ConfigError(
+                f"bad value for listen: another process serves on {str(path)!r} (another "
+                "fetcher?); stop it or choose another --listen / TIGRESS_FETCHER_LISTEN"
+            )
+        path.unlink()  # a dead socket a killed fetcher left behind
+
+
+def _socket_answers(path: Path) -> bool:
+    """Whether a process accepts connections on the Unix socket at ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 @contextlib.contextmanager

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,14 +16,17 @@ import pytest
 from fetcher.cli import build_parser, program_name, version
 from fetcher.errors import ConfigError
 from fetcher.names import suggestion, unknown_names
+from fetcher.report import Report
 from fetcher.server import add_serve_arguments
 from fetcher.settings import (
     SETTING_NAMES,
+    Settings,
     changes,
     load_settings,
     parse_listen,
     unknown_variables,
 )
+from testkit.fetcher import running_fetcher
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -149,3 +154,29 @@ def test_unknown_names_keep_their_order_and_skip_known_ones() -> None:
         "'b'",
         "'lisen' (did you mean 'listen'?)",
     ]
+
+
+async def never(*args: object, **kwargs: object) -> Report:
+    raise AssertionError("nothing is read here")
+
+
+async def test_a_socket_another_fetcher_serves_on_is_left_alone(sock_dir: Path) -> None:
+    path = sock_dir / "run" / "f.sock"
+    settings = Settings(listen=(parse_listen(f"unix:{path}"),))
+    async with running_fetcher(settings, never):
+        inode = path.stat().st_ino
+        with pytest.raises(ConfigError, match="another process serves on") as caught:
+            async with running_fetcher(settings, never):
+                pass
+        assert "TIGRESS_FETCHER_LISTEN" in str(caught.value)
+        assert path.stat().st_ino == inode  # the first fetcher's socket is still there
+
+
+async def test_a_dead_socket_is_replaced(sock_dir: Path) -> None:
+    path = sock_dir / "run" / "f.sock"
+    path.parent.mkdir(mode=0o750)
+    with socket.socket(socket.AF_UNIX) as dead:
+        dead.bind(str(path))  # bound, never listening: what a killed process leaves
+    settings = Settings(listen=(parse_listen(f"unix:{path}"),))
+    async with running_fetcher(settings, never):
+        assert stat.S_ISSOCK(path.lstat().st_mode)
