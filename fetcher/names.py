@@ -10,6 +10,7 @@ each with a "did you mean" when a known name is close (``difflib``'s ratio of at
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
 
 
@@ -21,10 +22,16 @@ def suggestion(name: str, known: Iterable[str]) -> str:
         known: Every name that would have been.
 
     Returns:
-        The closest known name (compared without case), or an empty string.
+        The closest known name (compared without case, and without the prefix all
+        known names share), or an empty string.
     """
-    by_folded = {candidate.lower(): candidate for candidate in known}
-    close = difflib.get_close_matches(name.lower(), list(by_folded), n=1)
+    folded = [k.lower() for k in known]
+    # The part every known name shares (``TIGRESS_``, ``budgets.``) says nothing about
+    # which one was meant, and would make any two names look alike: compared without it.
+    prefix = os.path.commonprefix(folded) if len(folded) > 1 else ""  # noqa: RUF071
+    shared = len(prefix) if name.lower().startswith(prefix) else 0
+    by_folded = {candidate.lower()[shared:]: candidate for candidate in known}
+    close = difflib.get_close_matches(name.lower()[shared:], list(by_folded), n=1)
     return by_folded[close[0]] if close else ""
 
 

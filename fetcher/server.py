@@ -44,6 +44,7 @@ from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.download import Downloader, Limits
 from fetcher.errors import ConfigError
 from fetcher.journal import FetchLog, choose_sink
+from fetcher.logformat import configure_logging
 from fetcher.metrics import Metrics, MetricsEndpoint, bind_metrics_listener
 from fetcher.outcome import HopRecord, TextRecord
 from fetcher.pdfreader import PdfReader
@@ -395,7 +396,7 @@ def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = N
     A bad setting stops start-up with exit status 2 and a message naming it.
     """
     environ = os.environ if environ is None else environ
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging("fetcher", environ=environ)
     overrides = {name: getattr(args, name, None) for name in SETTING_NAMES}
     try:
         settings = load_settings(

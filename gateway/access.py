@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.auth import KeyChecker, addressed_to_loopback
 from gateway.errors import ForeignHostError, GatewayError, RateLimitError
 from gateway.metrics import GatewayMetrics
+from gateway.request_id import request_id_of
 from gateway.writer import Tally, error_response, outcome_of
 
 #: The chat route: a refusal here is also a chat request with mode ``none``.
@@ -164,7 +165,7 @@ class Access:
             self._limits.admit(key)
         except GatewayError as exc:
             if scope["path"] == CHAT_PATH:
-                Tally(self._metrics).close(outcome_of(exc), exc)
+                Tally(self._metrics, request_id=request_id_of(scope)).close(outcome_of(exc), exc)
             if scope["path"] == MCP_PATH:
                 reason = (
                     "rate_limited"

@@ -35,7 +35,7 @@ from fetcher.client import DEFAULT_TIMEOUT as FETCH_TIMEOUT
 from fetcher.client import FetcherClient
 from gateway import fetch_rules, handlers
 from gateway import searxng as searxng_client
-from gateway.access import MCP_PATH, Access, KeyLimits
+from gateway.access import CHAT_PATH, MCP_PATH, Access, KeyLimits
 from gateway.auth import KeyChecker
 from gateway.drain import Drain
 from gateway.engine import EngineClient
@@ -55,6 +55,7 @@ from gateway.mcp_tools import McpTools
 from gateway.metrics import GatewayMetrics
 from gateway.models import ModelDirectory
 from gateway.page import page_routes
+from gateway.request_id import RequestIds
 from gateway.research_tools import FetchPages, WebSearch, fit_inside
 from gateway.services import ChatSlots, Services
 from gateway.settings import Settings
@@ -114,11 +115,7 @@ async def _report(health: Health, settings: Settings) -> None:
     for engine in answer["engines"]:
         log.info("engine %s %s", engine["engine"], _state(engine))
         if engine.get("ok") is False:
-            log.warning(
-                "engine %s: start the model server there (llama-server, vLLM, Ollama) or set "
-                "TIGRESS_ENGINE_URL; chats get 502 until it answers",
-                engine["engine"],
-            )
+            log.warning("engine %s: %s", engine["engine"], engine["says"])
     searxng = answer["searxng"]
     log.info("SearXNG at %s %s", settings.searxng_url, _state(searxng))
     if searxng.get("ok") is False:
@@ -127,19 +124,17 @@ async def _report(health: Health, settings: Settings) -> None:
     for target in fetcher.get("targets", []):
         log.info("fetcher at %s %s", target["target"], _state(target))
         if target.get("ok") is False:
-            log.warning(
-                "fetcher at %s: start it (python -m fetcher serve) or set TIGRESS_FETCHER; "
-                "pages cannot be read until it answers",
-                target["target"],
-            )
+            log.warning("fetcher at %s: %s", target["target"], target["says"])
     if not fetcher.get("checked", True):
         log.info("fetcher %s", _state(fetcher))
     host = f"[{settings.listen_host}]" if ":" in settings.listen_host else settings.listen_host
+    base = f"http://{host}:{settings.listen_port}"
     log.info(
-        "ready: chat API at http://%s:%d/v1, health at /healthz (answers from the Web switch "
-        "need the engine, SearXNG and the fetcher)",
-        host,
-        settings.listen_port,
+        "ready: the chat page at %s/ (API at %s/v1, health at %s/healthz; answers from the "
+        "Web switch need the engine, SearXNG and the fetcher)",
+        base,
+        base,
+        base,
     )
 
 
@@ -292,6 +287,7 @@ def create_app(
             Route(MCP_PATH, _McpRoute()),
         ],
         middleware=[
+            Middleware(RequestIds, paths=frozenset({CHAT_PATH})),
             Middleware(
                 McpOriginGuard,
                 policy=OriginPolicy.of(settings.mcp.allowed_origins),

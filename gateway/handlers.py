@@ -25,6 +25,7 @@ from gateway.metrics import Outcome
 from gateway.proxy import proxy_events
 from gateway.pump import ClientGone, Pump, internal_error, until_disconnect
 from gateway.request import ChatRequest, parse_chat_request
+from gateway.request_id import request_id_of
 from gateway.services import Services
 from gateway.settings import EngineSettings
 from gateway.writer import (
@@ -69,13 +70,18 @@ async def read_body(request: Request, limit: int, seconds: float) -> bytes:
 
 async def chat_completions(request: Request, services: Services) -> ASGIApp:
     """``POST /v1/chat/completions``: pass-through, or the Web loop."""
-    tally = Tally(services.metrics)
+    state = request.scope.get("state", {})
+    key = state.get("key", -1)
+    tally = Tally(
+        services.metrics, request_id=request_id_of(request.scope), key=key if key >= 0 else None
+    )
     try:
         services.drain.refuse_new()
         settings = services.settings
         raw = await read_body(request, settings.max_body_bytes, settings.timeouts.client_body)
         chat = parse_chat_request(raw, allow_media_urls=settings.allow_media_urls)
         tally.mode = "web" if chat.web else "proxy"
+        tally.model = chat.model
         if chat.web and not services.tools:
             raise RequestError("The Web switch is not available: no tools are configured.")
         return await _answer(request, services, chat, tally)
@@ -99,7 +105,8 @@ async def _answer(request: Request, services: Services, chat: ChatRequest, tally
         resources.enter_context(services.slots.take())
         resources.enter_context(services.key_limits.chat(key))
         engine = await until_disconnect(request, lambda: services.models.resolve(chat.model))
-        pump = Pump(_source(services, chat, engine), services.drain)
+        tally.engine = engine.label
+        pump = Pump(_source(services, chat, engine, tally.request_id), services.drain)
         resources.push_async_callback(pump.close)
         pump.start()
         keepalive = services.settings.timeouts.keepalive
@@ -133,7 +140,7 @@ async def _answer(request: Request, services: Services, chat: ChatRequest, tally
 
 
 def _source(
-    services: Services, chat: ChatRequest, engine: EngineSettings
+    services: Services, chat: ChatRequest, engine: EngineSettings, request_id: str
 ) -> AsyncGenerator[StreamEvent, None]:
     if not chat.web:
         return proxy_events(services.engines, engine, chat.engine_body())
@@ -147,6 +154,7 @@ def _source(
         memory=services.memory,
         options=LoopOptions(budgets=settings.budgets, tool_timeout=settings.timeouts.tool),
         filter_factory=services.filter_factory,
+        request_id=request_id,
     )
     return turn.events()
 

@@ -161,6 +161,7 @@ class ChatTurn:
         memory: RequiredMemory,
         options: LoopOptions,
         filter_factory: FilterFactory = default_filter,
+        request_id: str = "",
     ) -> None:
         self._client = client
         self._engine = engine
@@ -172,7 +173,9 @@ class ChatTurn:
         self._filter_factory = filter_factory
         self.ledger = Ledger()
         self.budgets = BudgetCounter(options.budgets.searches, options.budgets.pages)
-        self._context = ToolContext(self.ledger, self.budgets, user_text(messages))
+        self._context = ToolContext(
+            self.ledger, self.budgets, user_text(messages), request_id=request_id
+        )
         self._conversation = Conversation(messages)
         self._seen: set[str] = set()
         self._wrote_visible = False

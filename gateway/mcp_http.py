@@ -46,6 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import prompts
 from gateway.access import MCP_PATH
+from gateway.access_line import key_name
 from gateway.drain import Drain
 from gateway.errors import ShuttingDownError
 from gateway.mcp_origin import OriginPolicy, OriginVerdict, cors_headers
@@ -391,7 +392,7 @@ class McpEndpoint:
         session = self._sessions.open(ticket, session_id)
         self._metrics.mcp_session_events.labels("opened").inc()
         self._metrics.mcp_sessions.set(len(self._sessions))
-        log.info("mcp session %s… opened (key #%d)", session.session_id[:8], session.key)
+        log.info("mcp session %s… opened (key %s)", session.session_id[:8], key_name(session.key))
 
     async def _refuse(
         self, refusal: Refusal, body: _Body, scope: Scope, receive: Receive, send: Send

@@ -130,6 +130,7 @@ class FetchPages:
                 ledger=context.ledger,
                 budgets=context.budgets,
                 user_text=context.user_text,
+                request_id=context.request_id,
                 deadline=max(left, 0.001),
                 scope=context.scope,
             )

@@ -4,6 +4,7 @@ stop on Ctrl-C (SIGINT to the terminal's process group)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -85,17 +86,26 @@ def test_make_run_starts_both_reports_what_is_missing_and_stops_on_ctrl_c(run_di
     )
     output = Output(process.stdout)
     try:
-        output.wait_for("ready: chat API at")
+        output.wait_for(f"ready: the chat page at http://127.0.0.1:{port}/ (API at")
         # Where each listens, and which parts answer.
         output.wait_for(f"fetcher: serving on unix:{run_dir}/fetcher.sock")
-        output.wait_for(f"Uvicorn running on http://127.0.0.1:{port}")
+        # One format for all three: time, level, logger, message.
+        assert all(
+            re.match(r"\d\d:\d\d:\d\d\.\d{3} (INFO|WARNING|ERROR) \S+: ", line)
+            for line in output.lines
+        ), output.lines
         output.wait_for(f"engine http://127.0.0.1:{nowhere}/v1 does not answer")
         output.wait_for(f"SearXNG at http://127.0.0.1:{nowhere} does not answer")
         output.wait_for(f"fetcher at unix:{run_dir}/fetcher.sock answers")
 
         health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
         assert health["status"] == "degraded"
-        assert health["engines"] == [{"engine": f"http://127.0.0.1:{nowhere}/v1", "ok": False}]
+        assert [(e["engine"], e["ok"]) for e in health["engines"]] == [
+            (f"http://127.0.0.1:{nowhere}/v1", False)
+        ]
+        assert "TIGRESS_ENGINE_URL" in health["engines"][0]["says"]
+        assert health["fetcher"]["says"] == "The fetcher answers."
+        assert health["searxng"]["says"] == health["searxng"]["problem"]
         assert health["searxng"]["ok"] is False
         assert health["fetcher"]["ok"] is True
         chat = httpx.post(
