@@ -90,12 +90,15 @@ test: $(STAMP) test-deps browser llama-server
 
 # What tests/deploy/test_systemd.py needs besides the venv, installed only when running as
 # root (the test skips otherwise): Debian's systemd-nspawn and ip, and the wheelhouse the
-# install inside the container uses (no package index there).
+# install inside the container uses (no package index there); and Debian's nginx and caddy,
+# which check the guide's reverse-proxy examples (tests/deploy/test_proxy.py).
 test-deps:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  missing=; \
 	  command -v systemd-nspawn >/dev/null || missing="$$missing systemd-container"; \
 	  command -v ip >/dev/null || missing="$$missing iproute2"; \
+	  PATH="$$PATH:/usr/sbin"; command -v nginx >/dev/null || missing="$$missing nginx"; \
+	  command -v caddy >/dev/null || missing="$$missing caddy"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian's$$missing for the systemd tests" >&2; \
 	    apt-get install -y -q --no-install-recommends $$missing >&2 || \
@@ -114,8 +117,9 @@ lint: $(STAMP)
 install:
 	WHEELHOUSE='$(WHEELHOUSE)' deploy/install.sh install
 
+# Keeps /etc/tigress (settings and keys) unless PURGE=1.
 uninstall:
-	deploy/install.sh uninstall
+	PURGE='$(PURGE)' deploy/install.sh uninstall
 
 # Wheels of every dependency and of the build backend, for `make install WHEELHOUSE=...`
 # on a machine without the package index (same Python version and architecture).
