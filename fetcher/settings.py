@@ -467,13 +467,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return table
 
 
-def _shown(settings: Settings, name: str) -> str:
-    value = getattr(settings, name)
-    if name == "listen":
-        return ",".join(listen.target for listen in value)
-    return str(value)
-
-
 def changes(settings: Settings, *, base: Path | None = None) -> str:
     """The start-up log's one line: the settings that differ from the defaults.
 
@@ -488,7 +481,7 @@ def changes(settings: Settings, *, base: Path | None = None) -> str:
     """
     defaults = Settings(listen=(parse_listen(f"unix:{DEV_SOCKET}", base=base),))
     changed = [
-        f"{name} = {_shown(settings, name)}"
+        f"{name} = {getattr(settings, name)}"
         for name in _FIELDS
         if name != "listen" and getattr(settings, name) != getattr(defaults, name)
     ]

@@ -45,7 +45,13 @@ def engine_says(engine: EngineSettings, error: EngineError | None) -> str:
     """The engine's sentence: it answers, or its failure and what to do about it."""
     if error is None:
         return f"The engine {engine.label} answers."
-    if isinstance(error, EngineUnreachableError | EngineTimeoutError):
+    if isinstance(error, EngineTimeoutError):
+        return (
+            f"{error.message} Is it still loading its model, overloaded or hung, or is the "
+            "address filtered (a firewall, IPAddressAllow= under systemd)? Chats time out "
+            "until it answers."
+        )
+    if isinstance(error, EngineUnreachableError):
         return (
             f"{error.message} Start the model server there (llama-server, vLLM, Ollama) or "
             "set TIGRESS_ENGINE_URL (or engine_url); chats get 502 until it answers."

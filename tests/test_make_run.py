@@ -89,6 +89,9 @@ def test_make_run_starts_both_reports_what_is_missing_and_stops_on_ctrl_c(run_di
         output.wait_for(f"ready: the chat page at http://127.0.0.1:{port}/ (API at")
         # Where each listens, and which parts answer.
         output.wait_for(f"fetcher: serving on unix:{run_dir}/fetcher.sock")
+        # What differs from the defaults, in one line (nothing does here).
+        output.wait_for("INFO fetcher: settings: the defaults")
+        assert not [line for line in output.lines if "fetcher: setting " in line]
         # One format for all three: time, level, logger, message.
         assert all(
             re.match(r"\d\d:\d\d:\d\d\.\d{3} (INFO|WARNING|ERROR) \S+: ", line)

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -24,7 +25,8 @@ from fetcher.client import FetcherClient
 from fetcher.report import Report
 from gateway.access_line import ChatRecord, key_name, safe_word
 from gateway.engine import EngineClient
-from gateway.errors import EngineError
+from gateway.errors import EngineError, EngineUnreachableError
+from gateway.metrics import GatewayMetrics, Outcome
 from gateway.settings import (
     EngineSettings,
     SettingsError,
@@ -32,6 +34,7 @@ from gateway.settings import (
     unknown_keys,
     unknown_variables,
 )
+from gateway.writer import Tally
 from testkit.fetcher import running_fetcher, unix_settings
 from tests.gateway.conftest import AUTH, FakeSearch, GatewayFactory
 from tests.gateway.fake_engine import FakeEngine, text_reply, tool_reply
@@ -245,3 +248,17 @@ def test_a_port_in_use_names_the_setting_and_exits_2() -> None:
         r"'TIGRESS_ENGIN_URL' \(did you mean 'TIGRESS_ENGINE_URL'\?\)",
         done.stderr,
     )
+
+
+def test_an_engine_failure_is_logged_with_the_engines_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    tally = Tally(GatewayMetrics(CollectorRegistry()), request_id="ab12")
+    tally.engine = "http://127.0.0.1:8080/v1"
+    error = EngineUnreachableError("The model engine cannot be reached.")  # no name of its own
+    tally.close(Outcome.ENGINE_ERROR, error)
+    messages = [r.getMessage() for r in caplog.records]
+    assert "engine http://127.0.0.1:8080/v1 failed (connect): " in messages[0]
+    assert not [m for m in messages if "engine  failed" in m]
+    assert messages[1].startswith("chat ab12 key=none model=- engine=http://127.0.0.1:8080/v1 ")
