@@ -135,7 +135,7 @@ $(WHEELS)/.built: pyproject.toml | $(RUN_STAMP)
 	@touch $@
 
 # Fetches the recorded markdown-it again with npm's client, checks it against
-# gateway/static/vendor.json and rewrites the vendored files (byte for byte the same).
+# gateway/http/static/vendor.json and rewrites the vendored files (byte for byte the same).
 # VERSION=x.y.z moves to another version. Needs npm; the tests never do.
 vendor:
 	$(PYTHON) scripts/vendor_markdown_it.py $(if $(VERSION),--version $(VERSION))

@@ -17,9 +17,9 @@ from ipaddress import ip_network
 import httpx
 import trustme
 
-from fetcher.download import Downloader
-from fetcher.policy import Policy
-from fetcher.resolver import StaticResolver
+from fetcher.net.download import Downloader
+from fetcher.net.policy import Policy
+from fetcher.net.resolver import StaticResolver
 from testkit.origin import Origin, html
 
 PAGES = 20

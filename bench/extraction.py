@@ -27,10 +27,10 @@ from pathlib import Path
 import inscriptis
 from lxml.html import HTMLParser, document_fromstring
 
-from fetcher.charset import decode_body
-from fetcher.content import find_main_content
-from fetcher.extract import read_document
-from fetcher.prune import drop_junk, prune_chrome
+from fetcher.html.charset import decode_body
+from fetcher.html.content import find_main_content
+from fetcher.html.extract import read_document
+from fetcher.html.prune import drop_junk, prune_chrome
 from testkit.corpus import CORPUS_ROOT, HALVES, Page, budget_precision, budget_recall, load_pages
 
 __all__ = ["Row", "main", "measure", "verdicts"]

@@ -2,7 +2,7 @@
 
 One run, three processes: a minimal engine that streams one chunk per token as fast as
 it can (flushing each, the way llama-server does), the gateway (its production server:
-`gateway.serving.uvicorn_config`, uvloop, the connection guard), and this process as the
+`gateway.http.serving.uvicorn_config`, uvloop, the connection guard), and this process as the
 client. For each concurrency (1, 16, 64, 256 streams at once) the same answers are read
 directly from the engine and through the gateway, alternating. Printed per row:
 
@@ -48,10 +48,10 @@ from bench.support import (
     free_port,
 )
 from gateway.app import create_app
+from gateway.http.serving import uvicorn_config
 from gateway.metrics import GatewayMetrics
-from gateway.serving import uvicorn_config
 from gateway.settings import EngineSettings, Limits, Settings
-from gateway.tools import ToolResult
+from gateway.tools.base import ToolResult
 
 MODEL = "bench-model"
 #: (streams at once, tokens per answer): answers a few hundred tokens long, like real ones.

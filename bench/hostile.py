@@ -1,7 +1,7 @@
 """Hostile pages against the reader: CPU and peak memory of one render, side by side with
 a plain page of the same size (issue 15, item A).
 
-Each page is rendered in a fresh render worker (``fetcher.workers``, production limits),
+Each page is rendered in a fresh render worker (``fetcher.isolation.workers``, production limits),
 which reports its own CPU time and peak RSS. The first reader took 51 s of CPU on the
 nested-landmark page; a linear reader takes about what a plain page of the same size takes.
 """
@@ -13,7 +13,7 @@ import resource
 import time
 
 from fetcher.crawl import WORKER_PRELOAD, Page, read_page
-from fetcher.workers import Stopped, Wire, WorkerPool
+from fetcher.isolation.workers import Stopped, Wire, WorkerPool
 from testkit.hostile import NESTED_SHAPES, nested, nested_landmarks
 
 

@@ -2,7 +2,7 @@
 
 Run from the repository root: ``python -m bench.memory``. The fetcher unit has
 ``MemoryMax=1G`` and ``OOMPolicy=stop`` (deploy/systemd/README.md, "Memory"), so the
-render workers' address-space limit (``fetcher.workers.WorkLimits``) must leave room for
+render workers' address-space limit (``fetcher.isolation.workers.WorkLimits``) must leave room for
 the PDF workers, the bodies held and the fetcher itself. Measured here, each page in a
 fresh production render worker (forked from the forkserver that preloaded the reader,
 production limits), as the service renders it:
@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from fetcher.crawl import WORKER_PRELOAD, Page, read_page
-from fetcher.links import site_of
-from fetcher.workers import MIB, Stopped, Wire, WorkerPool, WorkLimits
+from fetcher.html.links import site_of
+from fetcher.isolation.workers import MIB, Stopped, Wire, WorkerPool, WorkLimits
 from testkit.corpus import load_pages
 from testkit.hostile import hostile_pages
 

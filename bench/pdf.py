@@ -10,7 +10,7 @@ developed; ``confirm``: even ones), it prints the five measures of ``testkit/pdf
 recall, order, damaged words, furniture leaked per page, milliseconds per page (wall
 clock: the best of the repetitions, summed over documents, divided by their pages; CPU:
 this process's time over all repetitions, which a loaded machine inflates less). Then
-each hostile file through :func:`fetcher.pdfworker.extract_pdf` with the default limits:
+each hostile file through :func:`fetcher.pdf.worker.extract_pdf` with the default limits:
 the outcome, the wall-clock time and the largest worker's peak memory so far.
 """
 
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pypdfium2 as pdfium
 
-from fetcher.pdfresult import PdfText
-from fetcher.pdftext import read_pdf
-from fetcher.pdfwords import word_list
-from fetcher.pdfworker import extract_pdf
+from fetcher.pdf.result import PdfText
+from fetcher.pdf.text import read_pdf
+from fetcher.pdf.words import word_list
+from fetcher.pdf.worker import extract_pdf
 from testkit.pdf_corpus import PDF_CORPUS_ROOT, PdfCase, Score, load_cases, mean_scores, score
 
 __all__ = ["bare_text", "main", "our_text"]

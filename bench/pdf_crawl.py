@@ -6,8 +6,8 @@ round so background load hits them alike:
 
 - ``crawl``: a read of the PDF's address by the fetcher's :class:`~fetcher.crawl.Crawler`
   (the safe download, then the PDF reader's worker process), as the service does it;
-- ``worker``: :func:`fetcher.pdfworker.extract_pdf` on the bytes (a fresh worker process);
-- ``in-process``: :func:`fetcher.pdftext.read_pdf` in this process (no worker, no limits).
+- ``worker``: :func:`fetcher.pdf.worker.extract_pdf` on the bytes (a fresh worker process);
+- ``in-process``: :func:`fetcher.pdf.text.read_pdf` in this process (no worker, no limits).
 
 Printed: the median milliseconds per document of each and the ratios crawl/worker (what
 the download and the crawl add) and worker/in-process (what the process of its own
@@ -29,15 +29,15 @@ from ipaddress import ip_network
 import trustme
 
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.download import Downloader, Limits
-from fetcher.pdfreader import PdfReader
-from fetcher.pdfresult import PdfLimits
-from fetcher.pdftext import read_pdf
-from fetcher.pdfworker import extract_pdf
-from fetcher.policy import Policy
+from fetcher.isolation.workers import WorkerPool
+from fetcher.net.download import Downloader, Limits
+from fetcher.net.policy import Policy
+from fetcher.net.resolver import StaticResolver
+from fetcher.pdf.reader import PdfReader
+from fetcher.pdf.result import PdfLimits
+from fetcher.pdf.text import read_pdf
+from fetcher.pdf.worker import extract_pdf
 from fetcher.report import Report
-from fetcher.resolver import StaticResolver
-from fetcher.workers import WorkerPool
 from testkit.origin import Origin, Reply
 from testkit.pdf_corpus import load_cases
 
@@ -52,7 +52,7 @@ AT_ONCE = 8
 _MEASURED_WORKER = (
     "import runpy, sys\n"
     "try:\n"
-    "    runpy.run_module('fetcher.pdfworker', run_name='__main__')\n"
+    "    runpy.run_module('fetcher.pdf.worker', run_name='__main__')\n"
     "except SystemExit:\n"
     "    pass\n"
     "with open('/proc/self/status') as status:\n"

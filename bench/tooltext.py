@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Callable
 
-from gateway.tooltext import TextToolFilter
+from gateway.loop.tooltext.filter import TextToolFilter
 
 SIZE = 2_000_000
 REPEATS = 5

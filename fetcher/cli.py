@@ -19,18 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.download import Downloader
 from fetcher.errors import HopError
-from fetcher.extract import PAGE_TEXT_LIMIT, Document, cut, read_document
-from fetcher.guard import check_answers, lookup, parse_address
+from fetcher.html.extract import PAGE_TEXT_LIMIT, Document, cut, read_document
+from fetcher.isolation.workers import WorkerPool
+from fetcher.net.download import Downloader
+from fetcher.net.guard import check_answers, lookup, parse_address
+from fetcher.net.policy import Policy
+from fetcher.net.resolver import DnsResolver, IPAddress, Resolver, StaticResolver
+from fetcher.net.urls import Refused, normalise_host
 from fetcher.outcome import Downloaded, Outcome
-from fetcher.pdfresult import PdfFailure, PdfLimits, is_pdf
-from fetcher.pdfworker import extract_pdf
-from fetcher.policy import Policy
+from fetcher.pdf.result import PdfFailure, PdfLimits, is_pdf
+from fetcher.pdf.worker import extract_pdf
 from fetcher.report import Report
-from fetcher.resolver import DnsResolver, IPAddress, Resolver, StaticResolver
-from fetcher.urls import Refused, normalise_host
-from fetcher.workers import WorkerPool
 
 EXIT_OK = 0
 EXIT_USAGE = 2

@@ -7,10 +7,10 @@ each through the full safe download (every rule, every hop). No address is read 
 one crawl. One deadline bounds the whole crawl; pages not finished by then are reported
 as ``timeout``. Page texts are cut to 12,000 characters each and 24,000 in all.
 
-Each page is turned into text in a render worker (``fetcher.workers``): a bounded pool of
+Each page is turned into text in a render worker (``fetcher.isolation.workers``): a bounded pool of
 processes where a page gets a few seconds of CPU and a few hundred megabytes, and is
 stopped there (``timeout`` or ``too_large``), so a hostile page costs its own read only.
-A PDF (``application/pdf``) is read instead by the PDF reader (``fetcher.pdfreader``),
+A PDF (``application/pdf``) is read instead by the PDF reader (``fetcher.pdf.reader``),
 in a worker process of its own with the same kinds of limits; it gives a title and text
 like a page, no links (a crawl never follows links out of a PDF), and a PDF without
 readable text (no text layer, a password, truncated, damaged) is ``unreadable``. The
@@ -18,7 +18,7 @@ PDF's body keeps its room in the downloader until it has been read. One read tur
 page into text at a time, so reads take turns at the workers.
 
 Rule 1 applies to the start address. Pages reached by following links are on the start
-page's site by construction (``fetcher.links``), so each is allowed as its own host; a
+page's site by construction (``fetcher.html.links``), so each is allowed as its own host; a
 redirect may still leave the site (the cited site chose it), but links are only ever
 followed on the start page's site.
 
@@ -36,8 +36,7 @@ import logging
 import time
 from collections.abc import Callable, Collection
 
-from fetcher.download import PDF_TYPE, Downloader
-from fetcher.extract import (
+from fetcher.html.extract import (
     PAGE_TEXT_LIMIT,
     REPORT_TEXT_LIMIT,
     Document,
@@ -45,14 +44,15 @@ from fetcher.extract import (
     document_from_wire,
     read_document,
 )
-from fetcher.links import site_of
+from fetcher.html.links import site_of
+from fetcher.isolation.workers import Stopped, Wire, WorkerPool
+from fetcher.net.download import PDF_TYPE, Downloader
+from fetcher.net.urls import Address, parse
 from fetcher.outcome import Downloaded, TextRecord
-from fetcher.pdfreader import PdfReader
-from fetcher.pdfresult import PdfFailure, PdfProblem
+from fetcher.pdf.reader import PdfReader
+from fetcher.pdf.result import PdfFailure, PdfProblem
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
-from fetcher.urls import Address, parse
-from fetcher.workers import Stopped, Wire, WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +99,8 @@ class Page:
 
 
 def read_page(page: Page) -> Wire:
-    """Runs in a render worker: the page as text (:func:`fetcher.extract.read_document`),
-    as JSON; the crawl checks it with :func:`fetcher.extract.document_from_wire`."""
+    """Runs in a render worker: the page as text (:func:`fetcher.html.extract.read_document`),
+    as JSON; the crawl checks it with :func:`fetcher.html.extract.document_from_wire`."""
     return read_document(
         page.body,
         content_type=page.content_type,

@@ -4,15 +4,15 @@ Downloads report what the web did as values (``fetcher.outcome``); exceptions ar
 the fetcher's own seams and for configuration. The tree::
 
     FetcherError                 base of everything the fetcher raises on purpose
-    ├── ResolveError             raised when a name does not resolve (fetcher.resolver)
+    ├── ResolveError             raised when a name does not resolve (fetcher.net.resolver)
     ├── HopError                 raised inside a download when a hop fails; carries the
     │   │                        Reason and is turned into a ``Failed`` value at once
     │   └── NotPublicError       raised when an answer is not public (rule 2); carries the
     │                            refused answer for the fetch log only
     ├── PdfWorkerError           raised when a PDF worker process cannot be started
-    │                            (fetcher.pdfworker); the crawl reports it as ``internal``
+    │                            (fetcher.pdf.worker); the crawl reports it as ``internal``
     ├── TaskError                raised when a task in a worker process raised; the error
-    │                            comes back as text, never as an object (fetcher.workers)
+    │                            comes back as text, never as an object (fetcher.isolation.workers)
     └── ConfigError              raised when a setting has a bad value (start-up stops)
 """
 

@@ -31,12 +31,12 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fetcher.errors import ConfigError
+from fetcher.isolation.workers import WorkerPool
 from fetcher.outcome import READERS, HopRecord, TextRecord
-from fetcher.pdfreader import PdfReader
+from fetcher.pdf.reader import PdfReader
 from fetcher.reasons import Reason
 from fetcher.report import Report
 from fetcher.settings import parse_listen
-from fetcher.workers import WorkerPool
 
 PREFIX = "tigress_fetcher"
 HOP_OUTCOMES = ("ok", "redirect", "refused", "failed")

@@ -1,7 +1,7 @@
 """What the render workers' forkserver imports (``fetcher.crawl.WORKER_PRELOAD``): the reader,
 with what it sets up on first use already set up.
 
-Every page is rendered in a worker forked for it alone (``fetcher.workers``), so what a
+Every page is rendered in a worker forked for it alone (``fetcher.isolation.workers``), so what a
 render loads on its first call (the Public Suffix List above all, about 80 ms) would be paid
 by every page. Rendering one small page here, once, in the forkserver, leaves it loaded
 for every worker forked from it (shared copy-on-write).

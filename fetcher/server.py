@@ -41,13 +41,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.download import Downloader, Limits
 from fetcher.errors import ConfigError
+from fetcher.isolation.workers import WorkerPool
 from fetcher.journal import FetchLog, choose_sink
 from fetcher.logformat import configure_logging
 from fetcher.metrics import Metrics, MetricsEndpoint, bind_metrics_listener
+from fetcher.net.download import Downloader, Limits
+from fetcher.net.transport import default_ssl_context
 from fetcher.outcome import HopRecord, TextRecord
-from fetcher.pdfreader import PdfReader
+from fetcher.pdf.reader import PdfReader
 from fetcher.service import FetcherServicer, Reader
 from fetcher.settings import (
     SETTING_NAMES,
@@ -59,9 +61,7 @@ from fetcher.settings import (
     unknown_variables,
 )
 from fetcher.systemd import sd_notify, systemd_listeners
-from fetcher.transport import default_ssl_context
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
-from fetcher.workers import WorkerPool
 
 logger = logging.getLogger("fetcher")
 

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fetcher.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
 from fetcher.errors import ConfigError
 from fetcher.names import unknown_names
+from fetcher.net.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
 
 ENV_PREFIX = "TIGRESS_FETCHER_"
 #: The development socket, relative to the directory the processes are started from
@@ -95,13 +95,13 @@ class Settings:
             sent before the caller gives up.
         shutdown_grace_seconds: After SIGTERM, how long in-flight reads may still finish.
         crawl_concurrency: Pages of one hop fetched at once within one read.
-        render_workers: Worker processes that turn pages into text (``fetcher.workers``);
+        render_workers: Worker processes that turn pages into text (``fetcher.isolation.workers``);
             each page gets 3 s of CPU and 256 MiB there, whatever this says.
         pdf_workers: PDFs read at once, each in a worker process of its own
-            (``fetcher.pdfreader``: 5 s of CPU, 256 MiB, 8 s); the fetcher holds at
+            (``fetcher.pdf.reader``: 5 s of CPU, 256 MiB, 8 s); the fetcher holds at
             most twice as many PDF bodies in memory at once.
         pdf_max_bytes: A PDF's body limit (16 MiB); a bigger one is ``too_large``, never
-            cut. At most :data:`~fetcher.download.PDF_MAX_BYTES_CEILING` (64 MiB),
+            cut. At most :data:`~fetcher.net.download.PDF_MAX_BYTES_CEILING` (64 MiB),
             which no setting can raise.
         max_message_bytes: The gRPC message size limit, both directions.
         metrics_listen: ``host:port`` for a /metrics listener of its own (development
@@ -348,7 +348,7 @@ def read_ca_bundle(path: Path, source: str) -> CaBundle:
     TLS-inspecting proxy does). The file only ever adds to the system store, is named at
     start-up (in the settings lines and the "serving on" line), and a file that is not
     exactly readable PEM stops start-up rather than silently trusting less or more.
-    Proved by ``tests/fetcher/test_extra_ca.py``.
+    Proved by ``tests/fetcher/net/test_extra_ca.py``.
     """
 
     def bad(why: str) -> ConfigError:

@@ -17,9 +17,7 @@ from prometheus_client import CollectorRegistry
 from fetcher.logformat import configure_logging
 from gateway import cli
 from gateway.app import create_app
-from gateway.drain import Drain
-from gateway.metrics import GatewayMetrics
-from gateway.serving import (
+from gateway.http.serving import (
     AcceptFloodFilter,
     GatewayServer,
     bind_listener,
@@ -28,7 +26,9 @@ from gateway.serving import (
     raise_fd_limit,
     uvicorn_config,
 )
+from gateway.metrics import GatewayMetrics
 from gateway.settings import SettingsError, load_settings, unknown_variables
+from gateway.stream.drain import Drain
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -54,7 +54,7 @@ def serve() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     # The MCP SDK logs every session's full id at INFO; an id is half of a session's
-    # credentials, so only its warnings go to the log (gateway.mcp_http logs sessions).
+    # credentials, so only its warnings go to the log (gateway.mcp.http logs sessions).
     logging.getLogger("mcp").setLevel(logging.WARNING)
     flood = AcceptFloodFilter()
     for name in ("asyncio", "uvicorn.error"):

@@ -3,13 +3,13 @@
 `create_app` builds what needs no I/O at once (key checker, limits, metrics) and the rest
 in the lifespan (the shared engine HTTP client, model directory, the SearXNG client on its
 own HTTP client, one fetcher client per target, the research tools on them, health, the
-MCP endpoint on the same tools), into one `gateway.services.Services` that handlers
+MCP endpoint on the same tools), into one `gateway.http.services.Services` that handlers
 receive complete; the lifespan closes every client it built. Routes:
 ``POST /v1/chat/completions`` and ``GET /v1/models`` (behind the key check of
-`gateway.access.Access`), ``/mcp`` (the research tools over MCP, `gateway.mcp_http`:
-behind the Origin check of `gateway.mcp_http.McpOriginGuard` and the same key check),
+`gateway.http.access.Access`), ``/mcp`` (the research tools over MCP, `gateway.mcp.http`:
+behind the Origin check of `gateway.mcp.http.McpOriginGuard` and the same key check),
 ``GET /healthz`` and ``GET /metrics`` (Routes, not Mounts: a Mount redirects ``/metrics``
-to ``/metrics/``). Handlers live in `gateway.handlers`.
+to ``/metrics/``). Handlers live in `gateway.http.handlers`.
 """
 
 from __future__ import annotations
@@ -33,33 +33,34 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fetcher.client import DEFAULT_TIMEOUT as FETCH_TIMEOUT
 from fetcher.client import FetcherClient
-from gateway import fetch_rules, handlers
-from gateway import searxng as searxng_client
-from gateway.access import CHAT_PATH, MCP_PATH, Access, KeyLimits
-from gateway.auth import KeyChecker
-from gateway.drain import Drain
-from gateway.engine import EngineClient
-from gateway.fetcher_health import FetcherHealth
-from gateway.health import (
+from gateway.engine.client import EngineClient
+from gateway.engine.models import ModelDirectory
+from gateway.http import handlers
+from gateway.http.access import CHAT_PATH, MCP_PATH, Access, KeyLimits
+from gateway.http.auth import KeyChecker
+from gateway.http.fetcher_health import FetcherHealth
+from gateway.http.health import (
     FetcherProbe,
     Health,
     SearxngProbe,
     fetcher_not_checked,
     not_checked,
 )
-from gateway.loop import FilterFactory, RequiredMemory, default_filter
-from gateway.mcp_http import McpEndpoint, McpOriginGuard
-from gateway.mcp_origin import OriginPolicy
-from gateway.mcp_sessions import McpSessions
-from gateway.mcp_tools import McpTools
+from gateway.http.origin import OriginPolicy
+from gateway.http.page import page_routes
+from gateway.http.request_id import RequestIds
+from gateway.http.services import ChatSlots, Services
+from gateway.loop.turn import FilterFactory, RequiredMemory, default_filter
+from gateway.mcp.http import McpEndpoint, McpOriginGuard
+from gateway.mcp.sessions import McpSessions
+from gateway.mcp.tools import McpTools
 from gateway.metrics import GatewayMetrics
-from gateway.models import ModelDirectory
-from gateway.page import page_routes
-from gateway.request_id import RequestIds
-from gateway.research_tools import FetchPages, WebSearch, fit_inside
-from gateway.services import ChatSlots, Services
 from gateway.settings import Settings
-from gateway.tools import Tool, ToolBox
+from gateway.stream.drain import Drain
+from gateway.tools.base import Tool, ToolBox
+from gateway.tools.fetch import rules as fetch_rules
+from gateway.tools.research import FetchPages, WebSearch, fit_inside
+from gateway.tools.search import searxng as searxng_client
 
 __all__ = [
     "FetcherProbe",
@@ -155,7 +156,7 @@ def create_app(
     Args:
         settings: Checked settings.
         tools: Tools offered under the Web switch; by default the research tools
-            (`gateway.research_tools`) on SearXNG and the fetchers of ``settings``.
+            (`gateway.tools.research`) on SearXNG and the fetchers of ``settings``.
         http_client: The shared engine client (built here, with the settings' timeouts,
             when not given; a given one is not closed here).
         registry: Prometheus registry (a fresh one by default, so apps do not collide).
@@ -163,7 +164,7 @@ def create_app(
         fetcher_probe: The fetcher's part of ``/healthz`` (by default the health service
             of every fetcher target).
         searxng_probe: SearXNG's part of ``/healthz`` (by default its ``/healthz``).
-        drain: The shutdown state `gateway.serving.GatewayServer` starts at SIGTERM.
+        drain: The shutdown state `gateway.http.serving.GatewayServer` starts at SIGTERM.
         metrics: The metric families (built on ``registry`` when not given; the server's
             connection guard shares them).
     """
@@ -192,7 +193,7 @@ def create_app(
                         pool=timeouts.engine_connect,
                     ),
                     # Only model look-ups and health probes use this client (chats have
-                    # their own connections: gateway.engine_http).
+                    # their own connections: gateway.engine.http).
                     limits=httpx.Limits(max_connections=_LOOKUP_CONNECTIONS),
                     # Proxy variables must not reroute engine traffic.
                     trust_env=False,

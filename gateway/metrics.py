@@ -2,10 +2,10 @@
 
 Every label value comes from a closed set: no model text, address or user text. Tool
 names are those of registered tools; anything else the model invents is ``unknown``.
-Only `gateway.writer` records chat metrics (as events pass), the MCP endpoint
-(`gateway.mcp_http`, `gateway.mcp_tools`) its own and its tool calls (``interface="mcp"``),
-the connection guard (`gateway.serving`) its own, and the web_search tool
-(`gateway.research_tools`) the SearXNG failures it meets.
+Only `gateway.stream.writer` records chat metrics (as events pass), the MCP endpoint
+(`gateway.mcp.http`, `gateway.mcp.tools`) its own and its tool calls (``interface="mcp"``),
+the connection guard (`gateway.http.serving`) its own, and the web_search tool
+(`gateway.tools.research`) the SearXNG failures it meets.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ SEARCH_QUERY_TOO_LONG = (
     "A query is longer than {most} characters; search with a few keywords instead. Nothing "
     "was searched."
 )
-#: SearXNG failures by cause (``gateway.searxng_answer.FailureCause``): what happened, then
+#: SearXNG failures by cause (``gateway.tools.search.answer.FailureCause``): what happened, then
 #: what the operator should change. Placeholders: url, status_detail, detail, seconds.
 SEARXNG_FAILURES = {
     "unreachable": (

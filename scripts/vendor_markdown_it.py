@@ -1,4 +1,4 @@
-"""Vendor markdown-it's browser build into gateway/static, checked against its record.
+"""Vendor markdown-it's browser build into gateway/http/static, checked against its record.
 
 The chat page renders answers with markdown-it (SPEC 2a). Its single distributed browser
 file is committed, so the page needs no network; this script is how that file got there
@@ -8,10 +8,10 @@ and how anyone checks it, through npm's own client (``npm pack``) from the npm r
                                                     # check it, (re)write the two files
     python scripts/vendor_markdown_it.py --version 15.1.0   # move to another version
 
-The record, ``gateway/static/vendor.json``, holds the version, the licence, the tarball's
+The record, ``gateway/http/static/vendor.json``, holds the version, the licence, the tarball's
 integrity (npm's sha512) and the sha256 of each vendored file. Fetching the recorded
 version again must give the recorded tarball byte for byte, or the script stops and
-changes nothing. ``tests/gateway/test_page.py`` checks the committed files against the
+changes nothing. ``tests/gateway/http/test_page.py`` checks the committed files against the
 record without any network.
 """
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from fetcher.isolation.workers import WorkerPool
 from fetcher.metrics import Metrics
 from fetcher.server import FetcherServer
 from fetcher.service import Reader
 from fetcher.settings import Settings, parse_listen
-from fetcher.workers import WorkerPool
 
 
 @contextlib.contextmanager

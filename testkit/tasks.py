@@ -9,7 +9,7 @@ import socket
 import time
 from pathlib import Path
 
-from fetcher.workers import Wire
+from fetcher.isolation.workers import Wire
 
 
 def spin(seconds: float) -> float:

@@ -38,7 +38,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, objec
     """After the tests, before pytest-cov combines the data files (its own wrapper of this
     hook encloses this one): drop the files that processes killed while saving left half
     written. The render pool kills each worker as soon as it has answered (a security
-    rule: ``fetcher.workers``), sometimes while coverage is saving the worker's data at
+    rule: ``fetcher.isolation.workers``), sometimes while coverage is saving the worker's data at
     its exit; tests also kill PDF workers and ``fetcher serve`` on purpose. Such a file
     holds no usable data, and combining it only prints "isn't a coverage data file"."""
     try:

@@ -107,7 +107,9 @@ def test_the_fetcher_only_builds_the_production_limits(path: Path) -> None:
 
 def test_the_scan_would_see_a_loosened_policy(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("from fetcher.policy import Policy\np = Policy(exempt=())\nq = Policy()\n")
+    sample.write_text(
+        "from fetcher.net.policy import Policy\np = Policy(exempt=())\nq = Policy()\n"
+    )
     assert calls_with_arguments(sample, "Policy") == [2]
 
 

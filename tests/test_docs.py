@@ -20,7 +20,7 @@ from fetcher.reasons import Reason
 from fetcher.settings import ENV_PREFIX, OTHER_VARIABLES, SETTING_NAMES
 from gateway.metrics import GatewayMetrics
 from gateway.settings import TABLE_KEYS, TOP_KEYS, VARIABLES
-from gateway.tool_events import ThorEvent
+from gateway.tools.events import ThorEvent
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

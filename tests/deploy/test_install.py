@@ -13,7 +13,7 @@ import pytest
 import trustme
 
 from deploy.resolvers import dropin, main, nameservers, notes
-from fetcher.download import PDF_MAX_BYTES_CEILING
+from fetcher.net.download import PDF_MAX_BYTES_CEILING
 from fetcher.settings import load_settings as fetcher_settings
 from gateway.settings import load_settings as gateway_settings
 from tests.deploy.test_units import directives, is_denied

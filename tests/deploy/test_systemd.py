@@ -36,7 +36,7 @@ import pytest
 import trustme
 
 from tests.deploy.nspawn import Container, missing_requirements, sweep_stale
-from tests.fetcher.pdfmaker import Text, bomb_pdf, make_pdf
+from tests.fetcher.pdf.maker import Text, bomb_pdf, make_pdf
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDINS = "/tigress-test/standins.py"

@@ -2,7 +2,7 @@
 and a memory limit that holds every worker at its own limit at once.
 
 ``IPAddressDeny=`` is the backstop behind the fetcher's own checks (SPEC 9): every block
-``fetcher.policy`` refuses must be denied by the kernel too, and public destinations (also
+``fetcher.net.policy`` refuses must be denied by the kernel too, and public destinations (also
 through IPv4-mapped and NAT64 spellings) must not be.
 """
 
@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from fetcher.crawl import MAX_PAGES
-from fetcher.download import Limits
-from fetcher.pdfreader import PdfReader
-from fetcher.policy import IPV4_BLOCKS, IPV6_BLOCKS
+from fetcher.isolation.workers import WorkLimits
+from fetcher.net.download import Limits
+from fetcher.net.policy import IPV4_BLOCKS, IPV6_BLOCKS
+from fetcher.pdf.reader import PdfReader
 from fetcher.server import PDFS_HELD_PER_WORKER
 from fetcher.settings import Settings
-from fetcher.workers import WorkLimits
 
 UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
 IPNetwork = IPv4Network | IPv6Network

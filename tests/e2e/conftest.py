@@ -9,7 +9,7 @@ browser tests); here they are pytest fixtures:
   reading that origin through the explicit test Policy;
 - the real gateway (``gateway.app.create_app`` with no tool or probe injected: the
   production composition) on uvicorn;
-- the scripted fake engine over HTTP (``tests/gateway/fake_engine.py``).
+- the scripted fake engine over HTTP (``testkit/engine.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from contextlib import AbstractAsyncContextManager
 import httpx
 import pytest
 
-from fetcher.policy import Policy
+from fetcher.net.policy import Policy
 from testkit.origin import Origin
 from tests.support.world import (
     AUTH,

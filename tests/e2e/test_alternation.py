@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from gateway.settings import Budgets
+from testkit.engine import Reply, error_reply, text_reply, tool_reply
 from testkit.origin import html
 from tests.e2e.client import body, stream_answer
 from tests.e2e.conftest import GatewayFactory, World
-from tests.gateway.fake_engine import Reply, error_reply, text_reply, tool_reply
 
 PAGE = "/kettle/descale"
 

@@ -15,14 +15,14 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from fetcher.policy import Policy
+from fetcher.net.policy import Policy
 from gateway import prompts
 from gateway.settings import EngineSettings, Timeouts
+from testkit.engine import text_reply, tool_reply
 from testkit.origin import Reply, Request, html
 from testkit.searxng import Served, recorded, refusing_url
 from tests.e2e.client import Answer, KeepAlive, body, stream_answer
 from tests.e2e.conftest import AUTH, E2E_TIMEOUTS, Gateway, GatewayFactory, World
-from tests.gateway.fake_engine import text_reply, tool_reply
 from tests.support.fetcher_service import running_fetcher, socket_folder
 
 SEARCH = "web_search"

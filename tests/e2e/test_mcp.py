@@ -13,12 +13,14 @@ from mcp.shared.exceptions import MCPError
 from prometheus_client import CollectorRegistry
 
 from fetcher.client import Reason
-from gateway import prompts, search_rules
+from gateway import prompts
 from gateway.app import create_app
-from gateway.drain import Drain
+from gateway.http.serving import uvicorn_config
 from gateway.metrics import GatewayMetrics
-from gateway.serving import uvicorn_config
 from gateway.settings import Budgets, Limits, McpSettings
+from gateway.stream.drain import Drain
+from gateway.tools.search import rules as search_rules
+from testkit.engine import text_reply, tool_reply
 from testkit.origin import Reply, Request
 from testkit.searxng import Served
 from tests.e2e.client import body, stream_answer
@@ -33,7 +35,6 @@ from tests.e2e.mcp_client import (
     text_of,
 )
 from tests.e2e.test_research import FETCH, SEARCH, fetch, page, search
-from tests.gateway.fake_engine import text_reply, tool_reply
 from tests.gateway.servers import serve
 
 OTHER_KEY = "e2e-other-key-0123456789"

@@ -7,9 +7,9 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
+from testkit.engine import text_reply, tool_reply
 from testkit.origin import html
 from tests.e2e.conftest import KEY, Gateway, World
-from tests.gateway.fake_engine import text_reply, tool_reply
 
 QUESTION: Any = [{"role": "user", "content": "How do I descale a kettle?"}]
 WEB = {"thor_web_search": True}

@@ -9,13 +9,13 @@ import json
 import httpx
 
 from gateway import prompts
+from testkit.engine import text_reply, tool_reply
 from testkit.origin import Reply
 from testkit.searxng import pointed_at, recorded
 from tests.e2e.client import body, stream_answer
 from tests.e2e.conftest import HOSTS, Gateway, World
 from tests.e2e.test_research import FETCH, fetch, search
-from tests.fetcher.pdfmaker import Text, make_pdf
-from tests.gateway.fake_engine import text_reply, tool_reply
+from tests.fetcher.pdf.maker import Text, make_pdf
 
 PAPER = make_pdf(
     [

@@ -10,11 +10,11 @@ import httpx
 
 from gateway import prompts
 from gateway.settings import Budgets
+from testkit.engine import text_reply, tool_reply
 from testkit.origin import Reply, Request, html, redirect
 from testkit.searxng import pointed_at, recorded
 from tests.e2e.client import Answer, KeepAlive, body, stream_answer
 from tests.e2e.conftest import HOSTS, Gateway, GatewayFactory, World
-from tests.gateway.fake_engine import text_reply, tool_reply
 
 SEARCH = "web_search"
 FETCH = "fetch_page_content_recursive"

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fetcher.pdfmaker import Text, make_pdf
+from tests.fetcher.pdf.maker import Text, make_pdf
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.download import Downloader, Limits
-from fetcher.extract import REPORT_TEXT_LIMIT
+from fetcher.html.extract import REPORT_TEXT_LIMIT
+from fetcher.isolation.workers import WorkerPool, WorkLimits
+from fetcher.net.download import Downloader, Limits
+from fetcher.net.resolver import StaticResolver
 from fetcher.outcome import Outcome, TextRecord
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
-from fetcher.resolver import StaticResolver
-from fetcher.workers import WorkerPool, WorkLimits
 from testkit.hostile import nested_landmarks
 from testkit.origin import Origin, Reply, html, redirect
 from tests.support.fixtures import DownloaderFactory, policy_for

@@ -8,15 +8,15 @@ from collections.abc import AsyncIterator
 import pytest
 
 from fetcher.crawl import Crawler
-from fetcher.download import Downloader, Limits
-from fetcher.extract import PAGE_TEXT_LIMIT
+from fetcher.html.extract import PAGE_TEXT_LIMIT
+from fetcher.isolation.workers import WorkerPool
+from fetcher.net.download import Downloader, Limits
 from fetcher.outcome import TextRecord
-from fetcher.pdfreader import PdfReader
-from fetcher.pdfresult import MIB, PdfLimits
+from fetcher.pdf.reader import PdfReader
+from fetcher.pdf.result import MIB, PdfLimits
 from fetcher.reasons import Reason
-from fetcher.workers import WorkerPool
 from testkit.origin import Origin, Reply, html
-from tests.fetcher.pdfmaker import Text, bomb_pdf, make_pdf
+from tests.fetcher.pdf.maker import Text, bomb_pdf, make_pdf
 from tests.support.fixtures import DownloaderFactory
 
 ALLOWED = ("origin.test",)

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from fetcher.download import Downloader
 from fetcher.journal import (
     FetchLog,
     JournalSink,
@@ -29,10 +28,11 @@ from fetcher.journal import (
     loggable_address,
     text_record,
 )
+from fetcher.net.download import Downloader
+from fetcher.net.policy import Policy
+from fetcher.net.resolver import StaticResolver
 from fetcher.outcome import HopRecord, TextRecord
-from fetcher.policy import Policy
 from fetcher.reasons import Reason
-from fetcher.resolver import StaticResolver
 from testkit.origin import Origin, html, redirect
 
 FIELDS = {

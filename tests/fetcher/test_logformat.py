@@ -29,7 +29,7 @@ __all__ = ["journal_socket"]  # the fixture, used by name
 
 
 def record(message: str, level: int = logging.INFO, **extra: object) -> logging.LogRecord:
-    made = logging.LogRecord("gateway.access", level, __file__, 1, message, (), None)
+    made = logging.LogRecord("gateway.http.access", level, __file__, 1, message, (), None)
     for name, value in extra.items():
         setattr(made, name, value)
     return made
@@ -63,10 +63,10 @@ def test_journal_fields_carry_the_records_extra_fields() -> None:
         identifier="gateway",
     )
     assert fields == {
-        "MESSAGE": "gateway.access: chat 3f2a",
+        "MESSAGE": "gateway.http.access: chat 3f2a",
         "PRIORITY": "6",
         "SYSLOG_IDENTIFIER": "gateway",
-        "LOGGER": "gateway.access",
+        "LOGGER": "gateway.http.access",
         "CHAT_OUTCOME": "ok",
         "CHAT_MS": "12",
     }
@@ -104,7 +104,7 @@ def test_a_journal_that_cannot_take_a_record_gets_a_line_on_stderr(tmp_path: Pat
     handler = JournalHandler(identifier="gateway", path=str(tmp_path / "gone"), fallback=stderr)
     handler.emit(record("chat 3f2a ok"))
     handler.close()
-    assert stderr.getvalue().rstrip().endswith("INFO gateway.access: chat 3f2a ok")
+    assert stderr.getvalue().rstrip().endswith("INFO gateway.http.access: chat 3f2a ok")
 
 
 def test_elsewhere_lines_go_to_the_stream() -> None:
@@ -112,7 +112,7 @@ def test_elsewhere_lines_go_to_the_stream() -> None:
     handler = log_handler("gateway", environ={}, stream=stream)
     assert not isinstance(handler, JournalHandler)
     handler.emit(record("ready"))
-    assert stream.getvalue().endswith("INFO gateway.access: ready\n")
+    assert stream.getvalue().endswith("INFO gateway.http.access: ready\n")
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from fetcher.isolation.workers import WorkerPool
 from fetcher.metrics import (
     HOP_OUTCOMES,
     NO_REASON,
@@ -29,11 +30,10 @@ from fetcher.metrics import (
     exposition,
 )
 from fetcher.outcome import READERS, HopRecord, TextRecord
-from fetcher.pdfreader import PdfReader
+from fetcher.pdf.reader import PdfReader
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.systemd import systemd_listeners
-from fetcher.workers import WorkerPool
 
 HOST = "secret-host.example"
 

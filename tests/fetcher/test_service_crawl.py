@@ -19,19 +19,19 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import FetcherClient
-from fetcher.download import Limits
+from fetcher.isolation.workers import WorkerPool
 from fetcher.metrics import exposition
-from fetcher.policy import Policy
+from fetcher.net.download import Limits
+from fetcher.net.policy import Policy
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
 from fetcher.server import SERVICE_NAME, FetcherServer
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
-from fetcher.workers import WorkerPool
 from testkit import tasks
 from testkit.fetcher import running_fetcher, unix_settings
 from testkit.hostile import nested_landmarks
 from testkit.origin import Origin, Reply, html, redirect
-from tests.fetcher.pdfmaker import make_pdf
+from tests.fetcher.pdf.maker import make_pdf
 from tests.support.fetcher_service import FetcherService
 from tests.support.fetcher_service import running_fetcher as running_service
 

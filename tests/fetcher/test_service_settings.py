@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fetcher.download import PDF_MAX_BYTES_CEILING
 from fetcher.errors import ConfigError
+from fetcher.net.download import PDF_MAX_BYTES_CEILING
 from fetcher.report import Report
 from fetcher.server import add_serve_arguments, run_serve
 from fetcher.settings import DEV_SOCKET, Settings, load_settings, parse_listen

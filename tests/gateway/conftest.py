@@ -13,15 +13,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gateway.app import FetcherProbe, SearxngProbe, create_app, not_checked
-from gateway.ledger import Found
-from gateway.loop import FilterFactory, default_filter
+from gateway.http.serving import uvicorn_config
+from gateway.loop.tooltext.filter import FilterOutput
+from gateway.loop.turn import FilterFactory, default_filter
 from gateway.metrics import GatewayMetrics
-from gateway.serving import uvicorn_config
 from gateway.settings import EngineSettings, Settings, Timeouts
-from gateway.tool_events import Searched
-from gateway.tools import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
-from gateway.tooltext import FilterOutput
-from tests.gateway.fake_engine import FakeEngine
+from gateway.tools.base import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
+from gateway.tools.events import Searched
+from gateway.tools.ledger import Found
+from testkit.engine import FakeEngine
 from tests.gateway.servers import serve
 
 KEY = "test-key-0123456789abcdef"

@@ -15,19 +15,11 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.engine import EngineClient
+from gateway.engine.client import EngineClient
+from gateway.engine.models import ModelDirectory
 from gateway.errors import EngineError
-from gateway.models import ModelDirectory
 from gateway.settings import EngineSettings, Limits
-from tests.gateway.conftest import (
-    AUTH,
-    KEY,
-    TEST_TIMEOUTS,
-    FakeSearch,
-    GatewayFactory,
-    make_settings,
-)
-from tests.gateway.fake_engine import (
+from testkit.engine import (
     Data,
     Drop,
     FakeEngine,
@@ -40,7 +32,15 @@ from tests.gateway.fake_engine import (
     text_reply,
     tool_reply,
 )
-from tests.gateway.test_app import chat, content_of, events_of
+from tests.gateway.conftest import (
+    AUTH,
+    KEY,
+    TEST_TIMEOUTS,
+    FakeSearch,
+    GatewayFactory,
+    make_settings,
+)
+from tests.gateway.http.test_app import chat, content_of, events_of
 
 CHATS = "/v1/chat/completions"
 

@@ -9,8 +9,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI, OpenAI
 
-from tests.gateway.conftest import KEY, FakeSearch, GatewayFactory
-from tests.gateway.fake_engine import (
+from testkit.engine import (
     Data,
     FakeEngine,
     Reply,
@@ -19,6 +18,7 @@ from tests.gateway.fake_engine import (
     text_reply,
     tool_reply,
 )
+from tests.gateway.conftest import KEY, FakeSearch, GatewayFactory
 
 MESSAGES: Any = [{"role": "user", "content": "What changed in Rust this week?"}]
 WEB = {"thor_web_search": True}

@@ -23,8 +23,7 @@ from starlette.routing import Route
 
 from fetcher.client import FetcherClient
 from fetcher.report import Report
-from gateway.access_line import ChatRecord, key_name, safe_word
-from gateway.engine import EngineClient
+from gateway.engine.client import EngineClient
 from gateway.errors import EngineError, EngineUnreachableError
 from gateway.metrics import GatewayMetrics, Outcome
 from gateway.settings import (
@@ -34,10 +33,11 @@ from gateway.settings import (
     unknown_keys,
     unknown_variables,
 )
-from gateway.writer import Tally
+from gateway.stream.access_line import ChatRecord, key_name, safe_word
+from gateway.stream.writer import Tally
+from testkit.engine import FakeEngine, text_reply, tool_reply
 from testkit.fetcher import running_fetcher, unix_settings
 from tests.gateway.conftest import AUTH, FakeSearch, GatewayFactory
-from tests.gateway.fake_engine import FakeEngine, text_reply, tool_reply
 from tests.gateway.servers import serve
 
 QUESTION = [{"role": "user", "content": "hi"}]
@@ -51,7 +51,7 @@ LINE = re.compile(
 def access_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, str]]:
     found = []
     for record in caplog.records:
-        if record.name == "gateway.access":
+        if record.name == "gateway.http.access":
             match = LINE.fullmatch(record.getMessage())
             assert match, record.getMessage()
             found.append(match.groupdict())
@@ -64,7 +64,7 @@ async def test_one_access_line_per_chat_with_the_id_the_header_gives(
     http: httpx.AsyncClient,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="gateway.access")
+    caplog.set_level(logging.INFO, logger="gateway.http.access")
     engine.script(tool_reply(("web_search", '{"query": "a"}')), text_reply("ok"))
     async with gateway_at(tools=[FakeSearch()]) as url:
         web = await http.post(

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.gateway.fake_engine import Data, FakeEngine, Pause, Reply, Stall, chunk, text_reply
-from tests.gateway.test_app import content_of, events_of
+from testkit.engine import Data, FakeEngine, Pause, Reply, Stall, chunk, text_reply
+from tests.gateway.http.test_app import content_of, events_of
 
 BODY = {"model": "test-model", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 

@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.calls import RawCall, ToolCallAssembler
-from gateway.chunks import CallFragment
-from gateway.proxy import relay
+from gateway.api.chunks import CallFragment
+from gateway.engine.proxy import relay
+from gateway.loop.calls import RawCall, ToolCallAssembler
 from gateway.settings import EngineSettings
 
 EVENTS = [
@@ -30,7 +30,7 @@ def cut(data: bytes, points: list[int]) -> list[bytes]:
 
 class Parts:
     """An engine answer's body arriving in the given pieces (the read side of
-    `gateway.engine_http.EngineExchange`)."""
+    `gateway.engine.http.EngineExchange`)."""
 
     def __init__(self, parts: list[bytes]) -> None:
         self._parts = list(parts)

@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-from gateway import prompts, sse
-from gateway.auth import KeyChecker
-from gateway.engine import error_from_payload
+from gateway import prompts
+from gateway.api import sse
+from gateway.api.messages import parse_message, user_text
+from gateway.api.request import parse_chat_request
+from gateway.engine.client import error_from_payload
 from gateway.errors import AuthError, BodyTooLargeError, EngineStatusError, RequestError
-from gateway.ledger import BudgetCounter, Found, Ledger, normalise_url
-from gateway.messages import parse_message, user_text
-from gateway.request import parse_chat_request
+from gateway.http.auth import KeyChecker
+from gateway.tools.ledger import BudgetCounter, Found, Ledger, normalise_url
 
 
 def feed_all(lines: list[str]) -> list[sse.SSEEvent]:

@@ -24,7 +24,7 @@ import pytest
 import trustme
 
 from gateway import prompts
-from gateway.rounds import PREAMBLE_LIMIT, TOOL_ROUND_MIN_TOKENS
+from gateway.loop.rounds import PREAMBLE_LIMIT, TOOL_ROUND_MIN_TOKENS
 from gateway.settings import Budgets
 from testkit.origin import Origin, html
 from testkit.searxng import Served, pointed_at, recorded, running_searxng

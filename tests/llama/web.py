@@ -21,10 +21,10 @@ import trustme
 from prometheus_client import CollectorRegistry
 
 from gateway.app import create_app
+from gateway.http.serving import uvicorn_config
 from gateway.metrics import GatewayMetrics
-from gateway.serving import uvicorn_config
 from gateway.settings import EngineSettings, Settings, Timeouts
-from gateway.tools import Tool
+from gateway.tools.base import Tool
 from testkit.origin import Origin, running_origin
 from tests.gateway.servers import serve
 from tests.llama.build import cache_root

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from testkit.engine import Data, Reply, Step, chunk, tool_reply
 from testkit.origin import Reply as OriginReply
 from testkit.origin import html
-from tests.gateway.fake_engine import Data, Reply, Step, chunk, tool_reply
 from tests.page.browser import Page
 from tests.support.world import KEY
 

@@ -25,9 +25,9 @@ from typing import Any, TypeVar
 import httpx
 import trustme
 
+from testkit.engine import MODEL, Data, Pause, chunk
+from testkit.engine import Reply as EngineReply
 from testkit.origin import Handler, Reply, Request, running_origin
-from tests.gateway.fake_engine import MODEL, Data, Pause, chunk
-from tests.gateway.fake_engine import Reply as EngineReply
 from tests.support.fixtures import policy_for
 from tests.support.world import AUTH, Gateway, World, running_gateway, running_world
 

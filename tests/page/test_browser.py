@@ -22,9 +22,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from gateway.settings import EngineSettings
+from testkit.engine import MODEL, Data, Pause, Stall, chunk
 from testkit.origin import html
 from testkit.searxng import Served
-from tests.gateway.fake_engine import MODEL, Data, Pause, Stall, chunk
 from tests.page.browser import OUTPUT, Page
 from tests.page.chat import (
     FETCH,
@@ -280,7 +280,7 @@ def test_wrong_key_gets_a_clear_message_and_the_right_one_works(page: Page) -> N
     assert page.find("#prompt").get_attribute("value") == "typed next"
 
 
-#: The page's local storage keys (gateway/static/store.js).
+#: The page's local storage keys (gateway/http/static/store.js).
 STORED = {
     "key": "tigress.key",
     "model": "tigress.model",

@@ -1,4 +1,4 @@
-"""The page's renderer (gateway/static/render.js), run in the browser on hostile input.
+"""The page's renderer (gateway/http/static/render.js), run in the browser on hostile input.
 
 Both sides of each rule: the addresses that may become links and those that may not; the
 Markdown that becomes elements and the markup that must stay text. One gateway and one
@@ -15,9 +15,9 @@ import trustme
 from selenium.webdriver.chrome.webdriver import WebDriver
 
 from fetcher.reasons import Reason
-from gateway.fetch_rules import ReadProblem
-from gateway.search_text import BUDGET_SPENT
-from gateway.searxng_answer import FailureCause
+from gateway.tools.fetch.rules import ReadProblem
+from gateway.tools.search.answer import FailureCause
+from gateway.tools.search.text import BUDGET_SPENT
 from tests.page.browser import Page
 from tests.page.stack import Stack
 
@@ -164,7 +164,7 @@ def call(page: Page, function: str, *args: Any) -> Any:
 
 #: Every reason word a ``read`` event may carry: the fetcher's (SPEC 7,
 #: ``fetcher/reasons.py``) and the gateway's for a read that reached no page
-#: (``gateway/fetch_rules.py`` ReadProblem).
+#: (``gateway/tools/fetch/rules.py`` ReadProblem).
 READ_REASONS = {
     "scheme": "only https addresses are read",
     "port": "only the standard https port is read",

@@ -23,13 +23,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fetcher.client import FetcherClient
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.download import Downloader, Limits
+from fetcher.isolation.workers import WorkerPool
 from fetcher.journal import FetchLog, JsonLinesSink
 from fetcher.metrics import Metrics, exposition
-from fetcher.policy import Policy
-from fetcher.resolver import StaticResolver
+from fetcher.net.download import Downloader, Limits
+from fetcher.net.policy import Policy
+from fetcher.net.resolver import StaticResolver
 from fetcher.server import FetcherServer, fetch_observer
-from fetcher.workers import WorkerPool
 from testkit.fetcher import running_fetcher as running_server
 from testkit.fetcher import socket_folder, unix_settings
 from testkit.origin import NAMES

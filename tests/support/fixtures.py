@@ -18,11 +18,11 @@ import pytest
 import trustme
 
 from fetcher.crawl import WORKER_PRELOAD, Crawler
-from fetcher.download import Downloader, Limits
+from fetcher.isolation.workers import WorkerPool
+from fetcher.net.download import Downloader, Limits
+from fetcher.net.policy import Policy
+from fetcher.net.resolver import StaticResolver
 from fetcher.outcome import HopRecord
-from fetcher.policy import Policy
-from fetcher.resolver import StaticResolver
-from fetcher.workers import WorkerPool
 from testkit.fetcher import socket_folder
 from testkit.origin import NAMES, Origin, running_origin
 

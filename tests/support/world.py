@@ -5,7 +5,7 @@
   result addresses rewritten to that origin;
 - the fetcher's real gRPC service on a Unix socket (``tests/support/fetcher_service.py``)
   reading the origin through the explicit test Policy;
-- the scripted fake engine over HTTP (``tests/gateway/fake_engine.py``);
+- the scripted fake engine over HTTP (``testkit/engine.py``);
 - the real gateway (``gateway.app.create_app`` with no tool or probe injected: the
   production composition) on uvicorn, with its own server settings.
 
@@ -25,12 +25,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fetcher.download import Limits as DownloadLimits
-from fetcher.policy import Policy
+from fetcher.net.download import Limits as DownloadLimits
+from fetcher.net.policy import Policy
 from gateway.app import create_app
+from gateway.http.serving import uvicorn_config
 from gateway.metrics import GatewayMetrics
-from gateway.serving import uvicorn_config
 from gateway.settings import EngineSettings, Settings, Timeouts
+from testkit.engine import FakeEngine
 from testkit.fetcher import socket_folder
 from testkit.origin import Origin
 from testkit.searxng import (
@@ -40,7 +41,6 @@ from testkit.searxng import (
     recorded,
     running_searxng,
 )
-from tests.gateway.fake_engine import FakeEngine
 from tests.gateway.servers import serve
 from tests.support.fetcher_service import FetcherService, running_fetcher
 

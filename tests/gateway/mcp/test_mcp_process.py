@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
+from testkit.engine import FakeEngine
 from tests.e2e.mcp_client import RawSession, sse_messages
-from tests.gateway.fake_engine import FakeEngine
 from tests.gateway.test_process import config_for, gateway
 
 

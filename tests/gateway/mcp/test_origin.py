@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.mcp_origin import OriginPolicy, OriginVerdict, cors_headers, normalise_origin
+from gateway.http.origin import OriginPolicy, OriginVerdict, cors_headers, normalise_origin
 
 POLICY = OriginPolicy.of(["http://127.0.0.1:8080", "https://UI.Example.org", "http://[::1]:3000"])
 

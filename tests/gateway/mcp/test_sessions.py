@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.mcp_sessions import McpSessions, Refusal, Ticket
+from gateway.mcp.sessions import McpSessions, Refusal, Ticket
 from gateway.settings import Budgets
 
 

@@ -1,0 +1,1 @@
+"""The model engines: the HTTP client, the model directory and the pass-through relay."""

@@ -1,0 +1,1 @@
+"""The Web-on answer: rounds against the engine, call vetting, the conversation, citations."""

@@ -1,0 +1,247 @@
+"""The tool loop's round rules (SPEC 3), as pure code: no I/O, no clock, no engine.
+
+`gateway.loop.turn` does the talking; this module decides which round comes next and with
+what ``tool_choice`` (`next_round`) and other fields (`round_fields`), what a finished
+round leads to (`after_round`), which engine errors refuse ``tool_choice: "required"``
+(`refuses_required`), and what was learnt about the engine's handling of it. `LoopState`
+is immutable: every rule returns the next state, so the loop never changes it by hand.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+#: At most this many rounds with tools offered (SPEC 3.5).
+MAX_TOOL_ROUNDS = 8
+#: Then at most this many rounds without tools (SPEC 3.6).
+MAX_ANSWER_ROUNDS = 2
+#: A ``"required"`` round's text is held until a call shows up; after this many visible
+#: characters without one, the round is given up and asked again with ``"auto"``.
+#: llama-server enforces ``"required"`` only halfway (free text may come first) and a
+#: small model can then write until its context is full (SmolLM2: 1,847 tokens, a minute,
+#: nothing shown). Room for the short plan the system line asks for.
+PREAMBLE_LIMIT = 600
+#: Rounds that offer tools ask for at least this many tokens: a ``max_tokens`` meant for
+#: the answer would otherwise cut a call in the middle of its arguments.
+TOOL_ROUND_MIN_TOKENS = 512
+#: Error types and codes engines give a prompt longer than their context.
+_OVERFLOW_KINDS = frozenset({"exceed_context_size_error", "context_length_exceeded"})
+_OVERFLOW_WORDS = ("context length", "context size", "context window")
+
+
+class RequiredSupport(enum.Enum):
+    """What an engine does with ``tool_choice: "required"`` (remembered per engine)."""
+
+    UNKNOWN = "unknown"
+    HONOURED = "honoured"
+    REFUSED = "refused"  # answered 400
+    IGNORED = "ignored"  # accepted it, then answered without calling a tool
+
+
+class Phase(enum.Enum):
+    """Where the loop is."""
+
+    TOOLS = "tools"
+    ANSWER = "answer"
+    DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class LoopState:
+    """The loop's counters for one answer."""
+
+    phase: Phase = Phase.TOOLS
+    tool_rounds: int = 0
+    answer_rounds: int = 0
+    #: The one retry of round 1 with ``"auto"`` was used (or is being used).
+    required_retry: bool = False
+    #: The engine answered 400 to ``"required"``; learnt once the retry is accepted, so
+    #: a 400 for another reason (a prompt too long) does not mark the engine.
+    refusal_pending: bool = False
+    #: The nudge line is in the system message (kept once added, for the prompt cache).
+    nudged: bool = False
+    #: The answer rounds have been announced (sources list and answer-now sent).
+    answer_announced: bool = False
+    #: The loop ended without an answer; the clear message must be sent.
+    no_answer: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RoundPlan:
+    """How to ask the engine next.
+
+    Attributes:
+        offer_tools: Send ``tools`` (tool rounds) or not (answer rounds).
+        tool_choice: The ``tool_choice`` to send with tools.
+        nudge: Add the one-line nudge to the system message.
+        hold_text: Hold visible text until a call appears: a ``"required"`` round, whose
+            text is thrown away if no call comes (the engine ignored ``"required"``, or
+            honoured it only halfway), so the retry's text is not shown after it.
+        announce_answer: Send the sources list and the answer-now line first (one turn).
+    """
+
+    offer_tools: bool
+    tool_choice: str | None
+    nudge: bool
+    hold_text: bool
+    announce_answer: bool
+
+
+def next_round(state: LoopState, support: RequiredSupport) -> RoundPlan:
+    """The plan of the next round (state.phase must not be DONE)."""
+    if state.phase is Phase.ANSWER:
+        return RoundPlan(False, None, state.nudged, False, not state.answer_announced)
+    first = state.tool_rounds == 0
+    required = (
+        first
+        and not state.required_retry
+        and support in (RequiredSupport.UNKNOWN, RequiredSupport.HONOURED)
+    )
+    nudge = state.nudged or (first and not required)
+    # Text is held in every "required" round, not only while the engine is unknown: an
+    # engine that honoured "required" once may still end a later round without a call
+    # (a preamble cut by the length limit), and its shown text would then be followed by
+    # the retry's.
+    return RoundPlan(True, "required" if required else "auto", nudge, required, False)
+
+
+def round_fields(fields: Mapping[str, Any], plan: RoundPlan) -> dict[str, Any]:
+    """The client's own request fields as one round sends them.
+
+    In rounds that offer tools, ``max_tokens`` and ``max_completion_tokens`` are raised
+    to `TOOL_ROUND_MIN_TOKENS` (a limit meant for the answer must not cut a call), and
+    ``parallel_tool_calls`` is ``true`` unless the client set it (SPEC 3.3 runs several
+    calls of one round at once; llama-server's default is off). Rounds without tools send
+    no ``parallel_tool_calls`` (OpenAI refuses it without ``tools``).
+    """
+    out = dict(fields)
+    if not plan.offer_tools:
+        out.pop("parallel_tool_calls", None)
+        return out
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = out.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name] = max(value, TOOL_ROUND_MIN_TOKENS)
+    out.setdefault("parallel_tool_calls", True)
+    return out
+
+
+def refuses_required(status: int, error_type: str, code: object, message: str) -> bool:
+    """Whether an engine's error answer to a ``"required"`` round is a refusal of
+    ``"required"`` (then round 1 is asked again with ``"auto"``).
+
+    A 400 or 422, unless it says the prompt is longer than the context: that error
+    would come back with ``"auto"`` too, and must reach the client at once.
+    """
+    if status not in (400, 422):
+        return False
+    if error_type in _OVERFLOW_KINDS or (isinstance(code, str) and code in _OVERFLOW_KINDS):
+        return False
+    lowered = message.lower()
+    return not any(words in lowered for words in _OVERFLOW_WORDS)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundOutcome:
+    """What one round produced, as the rules need it.
+
+    Attributes:
+        calls: Calls written (structured or text), whatever their verdict.
+        malformed: Text blocks that could not be read as calls.
+        has_text: Visible, non-blank text was written.
+        searches_spent: The search budget is used up.
+    """
+
+    calls: int
+    malformed: int
+    has_text: bool
+    searches_spent: bool = False
+
+
+class Step(enum.Enum):
+    """What the loop does after a round."""
+
+    RUN_CALLS = "run_calls"  # run the calls, then ask again per state.phase
+    RETRY_AUTO = "retry_auto"  # throw the held round away, ask again with "auto" + nudge
+    FINISH = "finish"  # the answer is complete (or the clear message is due)
+    ASK_AGAIN = "ask_again"  # nothing to run; ask again per state.phase
+
+
+@dataclass(frozen=True, slots=True)
+class Advance:
+    """The result of a rule: the next state, the step, what was learnt about the engine.
+
+    Attributes:
+        state: The next state.
+        step: What the loop does now.
+        learnt: What the engine does with ``"required"``, when this round showed it
+            (the only place the loop's memory of engines is written from).
+    """
+
+    state: LoopState
+    step: Step
+    learnt: RequiredSupport | None = None
+
+
+def after_round(state: LoopState, plan: RoundPlan, outcome: RoundOutcome) -> Advance:
+    """The state and step after a round the engine accepted."""
+    wrote_calls = outcome.calls > 0 or outcome.malformed > 0
+    learnt: RequiredSupport | None = None
+    if state.refusal_pending:
+        learnt = RequiredSupport.REFUSED
+        state = replace(state, refusal_pending=False)
+    if plan.announce_answer:
+        state = replace(state, answer_announced=True)
+    if plan.offer_tools:
+        if plan.tool_choice == "required":
+            learnt = RequiredSupport.HONOURED if wrote_calls else RequiredSupport.IGNORED
+            if not wrote_calls:
+                state = replace(state, required_retry=True, nudged=True)
+                return Advance(state, Step.RETRY_AUTO, learnt)
+        if plan.nudge:
+            state = replace(state, nudged=True)
+        if not wrote_calls:
+            if outcome.has_text:
+                return Advance(replace(state, phase=Phase.DONE), Step.FINISH, learnt)
+            return Advance(replace(state, phase=Phase.ANSWER), Step.ASK_AGAIN, learnt)
+        rounds = state.tool_rounds + 1
+        phase = Phase.TOOLS
+        if rounds >= MAX_TOOL_ROUNDS or outcome.searches_spent:
+            phase = Phase.ANSWER
+        return Advance(replace(state, tool_rounds=rounds, phase=phase), Step.RUN_CALLS, learnt)
+
+    state = replace(state, answer_announced=True, answer_rounds=state.answer_rounds + 1)
+    last = state.answer_rounds >= MAX_ANSWER_ROUNDS
+    if not wrote_calls:
+        if outcome.has_text:
+            return Advance(replace(state, phase=Phase.DONE), Step.FINISH, learnt)
+        if last:
+            return Advance(replace(state, phase=Phase.DONE, no_answer=True), Step.FINISH, learnt)
+        return Advance(state, Step.ASK_AGAIN, learnt)
+    if last:
+        # No round is left to use a result, so the call is not run.
+        done = replace(state, phase=Phase.DONE, no_answer=not outcome.has_text)
+        return Advance(done, Step.FINISH, learnt)
+    return Advance(state, Step.RUN_CALLS, learnt)
+
+
+def after_calls(state: LoopState, *, searches_spent: bool) -> LoopState:
+    """The tool rounds end as soon as the search budget is spent (SPEC 3.5)."""
+    if state.phase is Phase.TOOLS and searches_spent:
+        return replace(state, phase=Phase.ANSWER)
+    return state
+
+
+def asks_answer_again(state: LoopState) -> bool:
+    """After calls run in an answer round, the model is asked once more for the answer
+    (with the answer-now line: the sources list was already sent)."""
+    return state.phase is Phase.ANSWER and state.answer_announced
+
+
+def refused_required(state: LoopState) -> LoopState:
+    """The engine answered 400 to ``"required"``: retry round 1 with ``"auto"`` and the
+    nudge; the refusal is learnt only if the retry is accepted."""
+    return replace(state, required_retry=True, nudged=True, refusal_pending=True)

@@ -1,0 +1,1 @@
+"""The one stream of typed events from a source to the client: events, pump, writer."""

@@ -1,0 +1,175 @@
+"""The tool seam: what the loop needs from a tool, and what a tool gets from the loop.
+
+A tool is anything with a name, an OpenAI ``tools`` entry and a ``run`` that is an async
+generator. While it works it yields tool events (`gateway.tools.events`: a fetch yields one
+`~gateway.tools.events.Read` per page as the fetcher streams them), which reach the client
+at once; its last item is one `ToolResult` (the text for the model and an outcome label).
+The loop stops reading at the first `ToolResult`, so nothing after it runs. The loop
+decides whether a call may run at all (known tool, arguments an object with the required
+keys, not a repeat), bounds it in time (the ``tool`` timeout) and cancels it when the
+client goes away; the tool decides what its arguments mean and spends the budgets through
+its `ToolContext`. Keep-alive comments keep flowing to the client while a tool is quiet.
+
+A minimal tool::
+
+    class Echo:
+        name = "echo"
+        schema = {"type": "function", "function": {"name": "echo", "parameters": {...}}}
+
+        async def run(self, arguments, context):
+            yield Searched(queries=(arguments["query"],), results=0)
+            yield ToolResult(f"You said {arguments['query']}")
+
+A tool may raise: the loop turns an exception into a tool message naming only its type
+(its text may hold page or user text) and the outcome ``error``. The chat loop
+(`gateway.loop.turn`) and the MCP endpoint (`gateway.mcp.tools`) both run calls this way; the
+results they give for a tool that failed, went quiet or ended without a result come from
+`failed`, `timed_out` and `no_result` here, so both interfaces say the same.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway import prompts
+from gateway.tools.events import ThorEvent
+from gateway.tools.ledger import BudgetCounter, Ledger
+
+log = logging.getLogger(__name__)
+
+
+class ToolOutcome(enum.StrEnum):
+    """How a call ended: the ``outcome`` label of the tool-calls metric."""
+
+    OK = "ok"
+    ERROR = "error"  # the tool or what it talks to failed
+    REFUSED = "refused"  # a rule or a spent budget refused it
+    TIMEOUT = "timeout"  # the loop stopped it at the tool timeout
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What one answer shares with its tool calls.
+
+    Attributes:
+        ledger: The answer's source numbers (add every search result and page read).
+        budgets: The answer's search and page budgets (take before spending).
+        user_text: The text of the user's messages, joined: the fetch tool allows the
+            hosts of addresses written there (rule 1).
+        scope: What the ledger and budgets belong to, in the tools' words: an answer of
+            the chat loop, or an MCP session.
+        request_id: The chat's id (`gateway.http.request_id`), sent with every read so the
+            fetcher's log lines of the read carry it ("" over MCP: the fetcher makes one).
+    """
+
+    ledger: Ledger
+    budgets: BudgetCounter
+    user_text: str = ""
+    scope: prompts.Scope = prompts.Scope.ANSWER
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The last item a tool yields.
+
+    Attributes:
+        text: The tool message for the model (the loop adds the budget trailer).
+        outcome: The metric label.
+    """
+
+    text: str
+    outcome: ToolOutcome = ToolOutcome.OK
+
+
+#: What a tool's ``run`` yields: events while it works, then one result.
+ToolItem = ThorEvent | ToolResult
+
+
+class Tool(Protocol):
+    """A tool the model may call."""
+
+    @property
+    def name(self) -> str:
+        """The function name the model calls."""
+        ...
+
+    @property
+    def schema(self) -> Mapping[str, Any]:
+        """The OpenAI ``tools`` entry (``{"type": "function", "function": {...}}``)."""
+        ...
+
+    def run(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> AsyncGenerator[ToolItem, None]:
+        """Run one call: yield events as they happen, then one `ToolResult`."""
+        ...
+
+
+def failed(name: str, error: BaseException, *, interface: str) -> ToolResult:
+    """The result of a call whose tool raised, logged by type only (its text may hold page
+    or user text).
+
+    Args:
+        name: The tool's name.
+        error: What it raised.
+        interface: ``chat`` or ``mcp``, for the log line.
+    """
+    log.warning("tool %s failed (%s): %s", name, interface, type(error).__name__)
+    return ToolResult(
+        prompts.TOOL_FAILED.format(name=name, problem=type(error).__name__), ToolOutcome.ERROR
+    )
+
+
+def timed_out(name: str) -> ToolResult:
+    """The result of a call stopped at the ``tool`` timeout."""
+    return ToolResult(prompts.TOOL_TIMEOUT.format(name=name), ToolOutcome.TIMEOUT)
+
+
+def no_result(name: str) -> ToolResult:
+    """The result of a call whose tool ended without yielding a `ToolResult`."""
+    return ToolResult(prompts.TOOL_FAILED.format(name=name, problem="no result"), ToolOutcome.ERROR)
+
+
+class ToolBox:
+    """The tools offered under the Web switch, by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"two tools named {tool.name!r}")
+            self._tools[tool.name] = tool
+
+    def __bool__(self) -> bool:
+        return bool(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool named ``name``, if offered."""
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        """Offered tool names in offer order."""
+        return list(self._tools)
+
+    def schemas(self) -> list[Mapping[str, Any]]:
+        """The ``tools`` list sent to the engine."""
+        return [tool.schema for tool in self._tools.values()]
+
+    def required_arguments(self, name: str) -> list[str]:
+        """Names the tool's schema lists as required."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return []
+        params = _mapping(_mapping(tool.schema.get("function")).get("parameters"))
+        required = params.get("required", [])
+        return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

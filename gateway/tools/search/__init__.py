@@ -1,0 +1,1 @@
+"""web_search: its rules, SearXNG, the answer's reading, the tool text."""

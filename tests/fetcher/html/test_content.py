@@ -1,0 +1,227 @@
+"""Finding the main content: which region is taken, when the finding is not sure, and its cost."""
+
+from __future__ import annotations
+
+import pytest
+from lxml.html import HtmlElement, HTMLParser, document_fromstring
+
+from fetcher.html.content import MainContent, MainContentVerdict, find_main_content, keep_only
+from fetcher.html.prune import drop_junk, prune_chrome
+
+_PARSER = HTMLParser(huge_tree=True)
+
+LOREM = (
+    "The council approved the new budget on Tuesday, after a debate that lasted, by most "
+    "accounts, well into the night. "
+)
+
+
+def _paragraphs(label: str, count: int = 4) -> str:
+    return "".join(f"<p>{label} {i}: {LOREM * 2}</p>" for i in range(count))
+
+
+def _tree(body: str) -> HtmlElement:
+    root: HtmlElement = document_fromstring(f"<html><body>{body}</body></html>", parser=_PARSER)
+    drop_junk(root)
+    prune_chrome(root)
+    return root
+
+
+def _find(body: str) -> MainContent:
+    return find_main_content(_tree(body))
+
+
+def _text(main: MainContent) -> str:
+    return " ".join(" ".join(element.text_content().split()) for element in main.elements)
+
+
+def test_article_is_found_among_teasers_and_link_lists() -> None:
+    teasers = "".join(
+        f'<div class="card"><h3><a href="/s/{i}">Story number {i} has a headline of some sixty '
+        "characters</a></h3><div>A teaser of two lines about something else entirely, which "
+        "the reader of this article does not need.</div></div>"
+        for i in range(12)
+    )
+    main = _find(
+        f'<div class="top"><a href="/">Home</a> <a href="/news">News</a></div>'
+        f'<div class="layout"><div class="story-body">{_paragraphs("Article")}</div>'
+        f'<div class="rail">{teasers}</div></div>'
+    )
+    assert main.verdict is MainContentVerdict.MAIN
+    assert [element.get("class") for element in main.elements] == ["story-body"]
+
+
+def test_article_split_over_sibling_containers_is_read_whole() -> None:
+    chunks = "".join(
+        f'<div class="companion"><div class="chunk">{_paragraphs(f"Part {n}", 3)}</div></div>'
+        for n in range(4)
+    )
+    main = _find(f'<section class="story">{chunks}</section><div><a href="/">More</a></div>')
+    assert main.sure
+    text = _text(main)
+    assert all(f"Part {n} 0:" in text for n in range(4))
+
+
+def test_short_article_beats_a_long_comment_thread() -> None:
+    comments = "".join(
+        f'<li class="comment"><article class="comment-body"><p>Reader {i} says: {LOREM}</p>'
+        "</article></li>"
+        for i in range(30)
+    )
+    main = _find(
+        f'<div class="post">{_paragraphs("Article", 3)}</div>'
+        f'<div id="comments" class="comments-area"><ol>{comments}</ol></div>'
+    )
+    assert main.sure
+    text = _text(main)
+    assert "Article 2:" in text
+    assert "Reader" not in text
+
+
+def test_lead_paragraph_outside_the_body_container_is_kept() -> None:
+    main = _find(
+        '<div class="article"><p class="standfirst">The lead paragraph sits outside the body '
+        "container, as on many news sites, and is part of the article, with commas, too.</p>"
+        f'<div class="article-body">{_paragraphs("Body", 6)}</div></div>'
+        '<div class="more"><a href="/a">Other story</a> <a href="/b">Another story</a></div>'
+    )
+    assert main.sure
+    assert "lead paragraph" in _text(main)
+    assert "Other story" not in _text(main)
+
+
+def test_table_and_code_next_to_the_article_are_kept() -> None:
+    rows = "".join(
+        f"<tr><td>{month}</td><td>{i * 7.5}</td></tr>" for i, month in enumerate("JFMAMJ")
+    )
+    main = _find(
+        f'<div class="intro">{_paragraphs("Intro", 2)}</div>'
+        f'<div class="table-wrap"><table>{rows}</table></div>'
+        '<div class="listing"><pre>make install\nmake test</pre></div>'
+        '<div class="footer-links"><a href="/a">About</a> <a href="/b">Contact</a></div>'
+    )
+    assert main.sure
+    kept = {element.get("class") for element in main.elements}
+    assert {"intro", "table-wrap", "listing"} <= kept
+    assert "footer-links" not in kept
+
+
+def _posts(count: int) -> str:
+    # Posts as deep as real templates make them: their common ancestor is the body.
+    return "".join(
+        f'<div class="post"><div class="inner"><div class="text">{_paragraphs(f"Post {i}", 2)}'
+        "</div></div></div>"
+        for i in range(count)
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "verdict"),
+    [
+        pytest.param(
+            "<div><a href='/a'>Home</a> <a href='/b'>About</a></div>",
+            MainContentVerdict.NO_CONTENT,
+            id="links-only",
+        ),
+        pytest.param("", MainContentVerdict.NO_CONTENT, id="empty"),
+        pytest.param(
+            _paragraphs("Body", 5), MainContentVerdict.WHOLE_PAGE, id="paragraphs-in-body"
+        ),
+        pytest.param(
+            "<ul>" + "".join(f"<li><p>Result {i}: {LOREM}</p></li>" for i in range(20)) + "</ul>",
+            MainContentVerdict.LISTING,
+            id="list-of-results",
+        ),
+        pytest.param(_posts(6), MainContentVerdict.SCATTERED, id="many-equal-posts"),
+        pytest.param(
+            f'<div class="blurb"><p>{"One, two, three, " * 20}</p></div>'
+            + "<ul>"
+            + "".join(f"<li>{LOREM * 3}</li>" for i in range(30))
+            + "</ul>",
+            MainContentVerdict.PARTIAL,
+            id="blurb-beside-most-of-the-text",
+        ),
+    ],
+)
+def test_unclear_pages_are_not_cut(body: str, verdict: MainContentVerdict) -> None:
+    main = _find(body)
+    assert main.verdict is verdict
+    assert main.elements == ()
+    assert not main.sure
+
+
+def test_posts_of_one_thread_are_read_together() -> None:
+    main = _find(
+        f'<div class="thread"><h1>Thread</h1>{_posts(6)}</div><div><a href="/">Index</a></div>'
+    )
+    assert main.sure
+    text = _text(main)
+    assert all(f"Post {i} 1:" in text for i in range(6))
+
+
+def test_boilerplate_name_holding_most_of_the_page_is_still_read() -> None:
+    # A layout wrapper named after its sidebar must not demote the article it holds.
+    main = _find(
+        f'<div class="with-sidebar"><div class="entry">{_paragraphs("Entry", 6)}</div></div>'
+    )
+    assert main.sure
+    assert "Entry 5:" in _text(main)
+
+
+def test_comments_and_processing_instructions_carry_no_text() -> None:
+    html = (
+        "<html><body><div class='a'>"
+        + "<!-- " + "hidden words, " * 200 + " -->"
+        + _paragraphs("Visible", 3)
+        + "</div><div class='b'><p>"
+        + "short, " * 3
+        + "</p></div></body></html>"
+    )  # fmt: skip
+    root = document_fromstring(html, parser=HTMLParser(remove_comments=False))
+    main = find_main_content(root)
+    assert main.sure
+    assert [element.get("class") for element in main.elements] == ["a"]
+
+
+def test_keep_only_leaves_the_region_and_its_ancestors() -> None:
+    root = _tree(
+        "<div id='wrap'>before<header><p>Header</p></header><div id='a'>A</div>tail a"
+        "<div id='b'>B</div><div id='c'>C</div>tail c<footer>Footer</footer></div>after"
+    )
+    keep_only(root, tuple(root.xpath("//div[@id='a' or @id='c']")))
+    assert [text.strip() for text in root.xpath("//text()") if text.strip()] == ["A", "C"]
+    assert [element.get("id") for element in root.iter("div")] == ["wrap", "a", "c"]
+
+
+def _block(text: int, links: int) -> str:
+    anchors = "".join(f"<a href=/{i}>x</a>" for i in range(links))
+    return f"<div><p>{LOREM * text}</p><p>{anchors}</p>"
+
+
+def _flat_page(blocks: int, text: int, links: int) -> str:
+    return "<html><body>" + (_block(text, links) + "</div>") * blocks + "</body></html>"
+
+
+def _nested_page(blocks: int, text: int, links: int) -> str:
+    return "<html><body>" + _block(text, links) * blocks + "</div>" * blocks + "</body></html>"
+
+
+@pytest.mark.parametrize(
+    ("text", "links"),
+    [pytest.param(9, 0, id="text"), pytest.param(1, 55, id="110k-links")],
+)
+def test_work_on_a_deeply_nested_page_is_that_of_a_flat_one(text: int, links: int) -> None:
+    # 2,000 elements deep, 2 MiB: the shape of hostile pages seen in the wild.
+    blocks = 2_000
+    flat_html, nested_html = _flat_page(blocks, text, links), _nested_page(blocks, text, links)
+    assert len(flat_html) == len(nested_html)
+    assert len(nested_html) > 1_900_000
+    flat = find_main_content(document_fromstring(flat_html, parser=_PARSER))
+    nested_root = document_fromstring(nested_html, parser=_PARSER)
+    assert sum(1 for _ in nested_root.iter("div")) == blocks  # libxml2 kept the whole depth
+    nested = find_main_content(nested_root)
+    # Each paragraph's score reaches five ancestors at most, where a flat page has two: a
+    # constant, never the depth (a walk of each subtree would be 2,000 times the flat cost).
+    elements = blocks * (3 + links)
+    assert flat.work <= 4 * elements
+    assert nested.work <= 1.5 * flat.work

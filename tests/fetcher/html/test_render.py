@@ -1,0 +1,144 @@
+"""The reader's rendering: the CSS profile fixes, heading markers, code fences, layout spaces."""
+
+from __future__ import annotations
+
+import pytest
+
+from fetcher.html.extract import read_document
+
+
+def _text(body: str) -> str:
+    html = f"<html><head><title>t</title></head><body>{body}</body></html>"
+    return read_document(
+        html.encode(), content_type="text/html", charset="utf-8", url="https://example.com/"
+    ).text
+
+
+def test_pre_code_keeps_newlines_and_indentation() -> None:
+    text = _text(
+        '<p>Example:</p><pre><code class="language-python"><span class="k">def</span> f(x):\n'
+        "    if x:\n        return <em>x</em>\n    return 0</code></pre><p>after</p>"
+    )
+    assert "def f(x):\n    if x:\n        return x\n    return 0" in text
+
+
+def test_code_blocks_are_fenced() -> None:
+    text = _text("<p>Run:</p><pre>make test\nmake lint</pre><p>Done.</p>")
+    assert text == "Run:\n\n```\nmake test\nmake lint\n```\nDone."
+
+
+def test_unknown_elements_inside_pre_keep_whitespace() -> None:
+    text = _text("<pre><x-token>a\n  b</x-token></pre>")
+    assert "a\n  b" in text
+
+
+def test_white_space_pre_style_keeps_newlines() -> None:
+    text = _text('<div style="white-space: pre-wrap">one\ntwo</div>')
+    assert "one\ntwo" in text
+
+
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [
+        pytest.param("<h1>Top</h1>", "# Top", id="h1"),
+        pytest.param("<h2>Hello <em>big</em> world</h2>", "## Hello big world", id="h2-inline"),
+        pytest.param("<h3>Three</h3>", "### Three", id="h3"),
+        pytest.param("<h6>Six</h6>", "###### Six", id="h6"),
+        pytest.param("<h2><br>After break</h2>", "## After break", id="leading-break"),
+    ],
+)
+def test_headings_are_marked_once(html: str, expected: str) -> None:
+    text = _text(html + "<p>body</p>")
+    assert text.splitlines()[0] == expected
+    assert text.count("#") == expected.count("#")
+
+
+def test_empty_heading_gets_no_marker() -> None:
+    assert _text("<h2> </h2><p>body</p>") == "body"
+
+
+def test_definition_lists_do_not_run_together() -> None:
+    text = _text("<dl><dt>term</dt><dd>definition</dd><dt>other</dt><dd>more</dd></dl>")
+    assert text.splitlines() == ["term", "definition", "other", "more"]
+
+
+@pytest.mark.parametrize(
+    "tag",
+    ["section", "details", "summary", "fieldset", "legend", "center", "address", "figcaption"],
+)
+def test_block_elements_do_not_run_words_together(tag: str) -> None:
+    text = _text(f"<{tag}>first</{tag}><{tag}>second</{tag}>")
+    assert "firstsecond" not in text
+    assert text.split() == ["first", "second"]
+
+
+def test_nested_divs_are_not_indented() -> None:
+    text = _text("<div><div><div><div><p>deep text</p></div></div></div></div><p>next</p>")
+    assert text == "deep text\nnext"
+
+
+def test_list_items_get_bullets_and_numbers() -> None:
+    text = _text("<ul><li>one</li><li>two<ul><li>inner</li></ul></li></ul><ol><li>first</li></ol>")
+    assert text.splitlines() == ["* one", "* two", "+ inner", "1. first"]
+
+
+def test_tables_keep_rows_and_separate_cells() -> None:
+    text = _text(
+        "<table><tr><th>Name</th><th>Value</th></tr>"
+        "<tr><td>alpha</td><td>1</td></tr><tr><td>b</td><td>22</td></tr></table>"
+    )
+    assert text.splitlines() == ["Name  Value", "alpha  1", "b  22"]
+
+
+def test_layout_table_padding_is_squeezed() -> None:
+    wide = "x" * 60
+    text = _text(f"<table><tr><td>{wide}</td><td>a</td></tr><tr><td></td><td>b</td></tr></table>")
+    assert text.splitlines() == [f"{wide}  a", "b"]
+
+
+def test_inline_style_padding_cannot_spend_the_budget() -> None:
+    text = _text('<div style="padding-left: 100000em; margin-top: 5000em">x</div>')
+    assert text == "x"
+
+
+def test_display_none_and_visibility_hidden_are_not_rendered() -> None:
+    text = _text(
+        '<p>shown</p><p style="display:none">gone</p><p style="visibility: hidden">hidden</p>'
+    )
+    assert text == "shown"
+
+
+def test_spans_side_by_side_keep_their_spacing() -> None:
+    text = _text("<p><span>Hello</span>, <span>world</span>!</p>")
+    assert text == "Hello, world!"
+
+
+def test_paragraphs_are_one_line_each_without_gaps_or_trailing_spaces() -> None:
+    text = _text("<p>a   </p><br><br><br><br><p>b</p>")
+    assert text == "a\nb"
+
+
+def test_a_blank_line_stays_before_headings_and_code() -> None:
+    text = _text("<p>intro</p><h2>Part</h2><p>text</p><pre>code\n\nmore</pre><p>end</p>")
+    assert text == "intro\n\n## Part\ntext\n\n```\ncode\n\nmore\n```\nend"
+
+
+def test_nbsp_zero_width_and_soft_hyphen_are_normalised() -> None:
+    text = _text("<p>a&nbsp;b\u200bc\u00add\ufeffe</p>")
+    assert text == "a bcde"
+
+
+def test_text_is_nfc() -> None:
+    text = _text("<p>cafe\u0301</p>")
+    assert text == "caf\u00e9"
+
+
+def test_entities_are_decoded_once() -> None:
+    text = _text("<p>Write &amp;lt;b&amp;gt; for bold; a=1&amp;copy=2 &amp; AT&amp;T</p>")
+    assert text == "Write &lt;b&gt; for bold; a=1&copy=2 & AT&T"
+
+
+def test_ampersands_in_code_and_tails_survive() -> None:
+    text = _text("<pre>if a &amp;&amp; b: x = '&amp;lt;'</pre><p><b>x</b> &amp;amp; y</p>")
+    assert "if a && b: x = '&lt;'" in text
+    assert text.endswith("x &amp; y")

@@ -1,0 +1,176 @@
+"""The render worker pool: every limit stops the work for real (issue 15, item A)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from fetcher.errors import TaskError
+from fetcher.isolation.workers import MIB, Stopped, Wire, WorkerPool, WorkLimits
+from testkit import tasks
+
+
+def json_value() -> Wire:
+    return {"a": [1, "two", None, True, 2.5]}
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[WorkerPool]:
+    # Wall-clock limit far above the CPU one: a loaded machine must still hit CPU first.
+    limits = WorkLimits(cpu_seconds=1, memory_bytes=400 * MIB, wall_seconds=60.0)
+    instance = WorkerPool(workers=1, limits=limits)
+    try:
+        yield instance
+    finally:
+        await instance.aclose()
+
+
+async def test_a_task_within_its_limits_returns_its_result(pool: WorkerPool) -> None:
+    used = await pool.run(tasks.spin, 0.05)
+    assert isinstance(used, float)
+    assert used >= 0.05
+
+
+async def test_a_task_over_its_cpu_time_is_stopped_and_the_worker_replaced(
+    pool: WorkerPool,
+) -> None:
+    first = await pool.run(tasks.pid)
+    assert await pool.run(tasks.spin, 30.0) == Stopped("cpu", "over 1 s of CPU time")
+    second = await pool.run(tasks.pid)
+    assert isinstance(first, int)
+    assert isinstance(second, int)
+    assert first != second
+    assert pool.stopped["cpu"] == 1
+
+
+async def test_cpu_allowance_is_per_task_not_per_worker(pool: WorkerPool) -> None:
+    # Three tasks of 0.6 s each: 1.8 s in one worker, each within its own second.
+    for _ in range(3):
+        assert not isinstance(await pool.run(tasks.spin, 0.6), Stopped)
+
+
+async def test_a_task_over_its_memory_is_stopped(pool: WorkerPool) -> None:
+    result = await pool.run(tasks.allocate, 600 * MIB)
+    assert isinstance(result, Stopped)
+    assert result.why == "memory"
+    assert await pool.run(tasks.allocate, 10 * MIB) == 10 * MIB
+
+
+async def test_a_task_over_its_wall_clock_time_is_stopped(tmp_path: Path) -> None:
+    quick = WorkerPool(workers=1, limits=WorkLimits(wall_seconds=0.5))
+    try:
+        result = await quick.run(tasks.tick, str(tmp_path / "ticks"), 30.0)
+        assert isinstance(result, Stopped)
+        assert result.why == "wall"
+    finally:
+        await quick.aclose()
+
+
+async def test_a_cancelled_task_really_stops(pool: WorkerPool, tmp_path: Path) -> None:
+    ticks = tmp_path / "ticks"
+    running = asyncio.create_task(pool.run(tasks.tick, str(ticks), 30.0))
+    while not ticks.exists():
+        await asyncio.sleep(0.01)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    # The worker is gone, not abandoned: once a fresh worker answers, the file is still.
+    assert isinstance(await pool.run(tasks.pid), int)
+    size = ticks.stat().st_size
+    await asyncio.sleep(0.2)
+    assert ticks.stat().st_size == size
+
+
+async def test_a_bug_in_a_task_is_raised_to_the_caller_as_text(pool: WorkerPool) -> None:
+    with pytest.raises(TaskError, match="ValueError: a bug in a task") as raised:
+        await pool.run(tasks.fail)
+    assert 'raise ValueError("a bug in a task")' in raised.value.worker_traceback
+    assert isinstance(await pool.run(tasks.pid), int)
+
+
+async def test_values_come_back_as_json(pool: WorkerPool) -> None:
+    assert await pool.run(json_value) == {"a": [1, "two", None, True, 2.5]}
+
+
+async def test_a_worker_answer_is_never_unpickled(pool: WorkerPool, tmp_path: Path) -> None:
+    """A value that runs code where it is unpickled must not reach the fetcher's process."""
+    marker = tmp_path / "ran"
+    with pytest.raises(TaskError, match="TypeError: Object of type Poison is not JSON"):
+        # A task that breaks the Wire contract on purpose.
+        await pool.run(tasks.poisoned, str(marker))  # type: ignore[arg-type]
+    assert not marker.exists()
+
+
+def _frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload
+
+
+FORGED = [
+    pytest.param(lambda path: _frame(pickle.dumps(tasks.Poison(path))), id="pickle"),
+    pytest.param(lambda path: (2**31).to_bytes(4, "big") + b"{}", id="huge-length"),
+    pytest.param(lambda path: _frame(b"[" * 200_000 + b"]" * 200_000), id="deep-json"),
+    pytest.param(lambda path: _frame(b'{"value": 1, "error": "x"}'), id="two-answers"),
+    pytest.param(lambda path: _frame(b'{"error": 7}'), id="error-not-text"),
+    pytest.param(lambda path: _frame(b'{"other": 1}'), id="unknown-answer"),
+    pytest.param(lambda path: _frame(b"\xff\xfe{}"), id="not-utf8"),
+    pytest.param(lambda path: b"\x00\x00", id="cut-header"),
+]
+
+
+@pytest.mark.parametrize("forge", FORGED)
+async def test_a_forged_answer_stops_the_task_and_the_worker(
+    pool: WorkerPool, tmp_path: Path, forge: Callable[[str], bytes]
+) -> None:
+    """A subverted worker writes what it likes to its socket: the task ends as ``crashed``,
+    nothing it wrote runs in the fetcher, and the next task gets a fresh worker."""
+    marker = tmp_path / "ran"
+    first = await pool.run(tasks.pid)
+    result = await pool.run(tasks.forge_reply, forge(str(marker)))
+    assert isinstance(result, Stopped)
+    assert result.why == "crashed"
+    assert not marker.exists()
+    second = await pool.run(tasks.pid)
+    assert isinstance(second, int)
+    assert second != first
+
+
+async def test_a_worker_cannot_start_processes(pool: WorkerPool) -> None:
+    # RLIMIT_NPROC 0: killing a worker ends all of its work (root is exempt from the
+    # limit, so the limit itself is what is checked).
+    assert await pool.run(tasks.limits) == {"nproc": [0, 0], "core": [0, 0]}
+
+
+async def test_tasks_past_the_workers_wait_and_saturation_shows(tmp_path: Path) -> None:
+    two = WorkerPool(workers=2)
+    try:
+        ticks = [tmp_path / f"t{n}" for n in range(4)]
+        running = [asyncio.create_task(two.run(tasks.tick, str(t), 0.5)) for t in ticks]
+        await asyncio.sleep(0)
+        assert (two.busy, two.waiting) == (2, 2)
+        assert two.saturated
+        results = await asyncio.gather(*running)
+        assert all(isinstance(r, int) and r != os.getpid() for r in results)
+        assert (two.busy, two.waiting, two.saturated) == (0, 0, False)
+    finally:
+        await two.aclose()
+
+
+async def test_a_worker_that_crashes_costs_only_its_task(pool: WorkerPool) -> None:
+    first = await pool.run(tasks.pid)
+    assert await pool.run(tasks.crash) == Stopped("crashed", "the worker ended with status -11")
+    second = await pool.run(tasks.pid)
+    assert isinstance(second, int)
+    assert second not in (first, os.getpid())
+    assert pool.stopped["crashed"] == 1
+
+
+async def test_no_worker_sees_a_second_task(pool: WorkerPool) -> None:
+    """A worker that one page subverted never renders another: one process per task."""
+    pids = [await pool.run(tasks.pid) for _ in range(4)]
+    assert len(set(pids)) == 4
+    assert os.getpid() not in pids
