@@ -3,7 +3,13 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What running needs (`make run`), and the developer extras on top (test, lint, bench,
+# proto, llama-server): each stamp is remade when pyproject.toml changes.
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
+# setuptools prints a warning box on every editable install (a folder named like the
+# package may shadow it: here that folder is the package itself, on purpose).
+QUIET_EDITABLE := PYTHONWARNINGS='ignore:Editable installation'
 # Where `make run` puts the fetcher's socket.
 RUN_DIR ?= run
 
@@ -14,9 +20,13 @@ $(BIN)/python:
 	  echo "python3 -m venv failed; installing Debian's python3-venv" >&2; \
 	  { apt-get update -q >&2 && apt-get install -y -q python3-venv >&2; } && $(PYTHON) -m venv $(VENV); }
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e .
+	@touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -25,14 +35,22 @@ venv: $(STAMP)
 # the gateway on 127.0.0.1:8000 in the foreground (engine 127.0.0.1:8080/v1 and SearXNG
 # 127.0.0.1:8888 by default; TIGRESS_* variables change them). Each says where it listens;
 # the gateway then says whether the engine, SearXNG and the fetcher answer. It starts
-# whatever is missing, and /healthz tells. Ctrl-C stops both.
-run: $(STAMP)
-	@mkdir -p $(RUN_DIR); rm -f $(RUN_DIR)/fetcher.sock
+# whatever is missing, and /healthz tells. Ctrl-C stops both. Only what running needs is
+# installed (no developer extras). A socket another `make run` still serves on is left
+# alone (exit 2, naming RUN_DIR); only a dead one is removed (the fetcher does that too).
+run: $(RUN_STAMP)
+	@mkdir -p $(RUN_DIR)
+	@if $(BIN)/python -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
+	  $(RUN_DIR)/fetcher.sock 2>/dev/null; then \
+	  echo "make run: a fetcher already serves on $(RUN_DIR)/fetcher.sock (another make run?); stop it, or give this one RUN_DIR=another-folder and TIGRESS_LISTEN=127.0.0.1:another-port" >&2; \
+	  exit 2; \
+	fi
 	@$(BIN)/python -m fetcher serve --listen unix:$(RUN_DIR)/fetcher.sock & fetcher=$$!; \
 	trap 'kill $$fetcher 2>/dev/null; wait $$fetcher 2>/dev/null' EXIT INT TERM; \
 	for i in $$(seq 100); do \
 	  [ -S $(RUN_DIR)/fetcher.sock ] && break; kill -0 $$fetcher 2>/dev/null || break; sleep 0.1; \
 	done; \
+	kill -0 $$fetcher 2>/dev/null || exit 2; \
 	TIGRESS_FETCHER=$${TIGRESS_FETCHER:-unix:$(RUN_DIR)/fetcher.sock} $(BIN)/python -m gateway
 
 # The real engine the tests/llama suite talks to: llama.cpp's llama-server and a small
@@ -90,12 +108,15 @@ test: $(STAMP) test-deps browser llama-server searxng
 
 # What tests/deploy/test_systemd.py needs besides the venv, installed only when running as
 # root (the test skips otherwise): Debian's systemd-nspawn and ip, and the wheelhouse the
-# install inside the container uses (no package index there).
+# install inside the container uses (no package index there); and Debian's nginx and caddy,
+# which check the guide's reverse-proxy examples (tests/deploy/test_proxy.py).
 test-deps:
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  missing=; \
 	  command -v systemd-nspawn >/dev/null || missing="$$missing systemd-container"; \
 	  command -v ip >/dev/null || missing="$$missing iproute2"; \
+	  PATH="$$PATH:/usr/sbin"; command -v nginx >/dev/null || missing="$$missing nginx"; \
+	  command -v caddy >/dev/null || missing="$$missing caddy"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian's$$missing for the systemd tests" >&2; \
 	    apt-get install -y -q --no-install-recommends $$missing >&2 || \
@@ -114,15 +135,16 @@ lint: $(STAMP)
 install:
 	WHEELHOUSE='$(WHEELHOUSE)' deploy/install.sh install
 
+# Keeps /etc/tigress (settings and keys) unless PURGE=1.
 uninstall:
-	deploy/install.sh uninstall
+	PURGE='$(PURGE)' deploy/install.sh uninstall
 
 # Wheels of every dependency and of the build backend, for `make install WHEELHOUSE=...`
 # on a machine without the package index (same Python version and architecture).
 WHEELS := wheelhouse
 wheelhouse: $(WHEELS)/.built
 
-$(WHEELS)/.built: pyproject.toml | $(STAMP)
+$(WHEELS)/.built: pyproject.toml | $(RUN_STAMP)
 	@rm -rf $(WHEELS) && mkdir -p $(WHEELS)
 	$(BIN)/python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); \
 	  print("\n".join(p["build-system"]["requires"] + p["project"]["dependencies"]))' \

@@ -7,12 +7,15 @@
 #
 # Needs root, systemd, and a Python 3.11+ with its venv module (Debian: python3-venv).
 # Variables:
+#   PURGE=1          uninstall: also remove /etc/tigress (the settings and the keys),
+#                    which uninstall otherwise keeps
 #   WHEELHOUSE=DIR   install offline: pip --no-index --find-links=DIR (`make wheelhouse`
 #                    builds DIR on a connected machine with the same Python and arch)
 #   PYTHON=PATH      the interpreter of the service venv (default /usr/bin/python3); not
 #                    under /root or /home, which the units' ProtectHome=yes hides
 #
-# What it writes, and nothing else (uninstall removes exactly this):
+# What it writes, and nothing else (uninstall removes exactly this, /etc/tigress only
+# with PURGE=1):
 #   /opt/tigress/venv, /opt/tigress/README.md        the program and the guide
 #   /etc/systemd/system/{fetcher.service,fetcher-metrics.socket,gateway.service}
 #   /etc/systemd/system/fetcher.service.d/resolvers.conf   from /etc/resolv.conf, rewritten
@@ -29,6 +32,7 @@ SYSUSERS=/etc/sysusers.d/tigress.conf
 CONF=/etc/tigress
 PYTHON=${PYTHON:-/usr/bin/python3}
 WHEELHOUSE=${WHEELHOUSE:-}
+PURGE=${PURGE:-}
 SERVICES="fetcher-metrics.socket fetcher.service gateway.service"
 CHANGED=no
 
@@ -165,8 +169,12 @@ uninstall() {
     fi
     rm -rf "$VENV" "$PREFIX/README.md"
     rmdir "$PREFIX" 2>/dev/null || true
-    rm -rf "$CONF"
-    say "removed (the journal keeps the services' past logs)"
+    if [ "$PURGE" = 1 ]; then
+        rm -rf "$CONF"
+        say "removed, $CONF included (the journal keeps the services' past logs)"
+    else
+        say "removed; kept $CONF (settings and keys): make uninstall PURGE=1 removes it too"
+    fi
 }
 
 [ "$(id -u)" = 0 ] || die "run as root"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
 import sys
 from collections.abc import Sequence
@@ -60,9 +61,28 @@ def _resolve_entry(text: str) -> tuple[str, IPAddress]:
     raise argparse.ArgumentTypeError(f"{address!r} is not an IP address")
 
 
+def version() -> str:
+    """The installed distribution's version (``unknown`` when run from an uninstalled tree)."""
+    try:
+        return importlib.metadata.version("tigress")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def program_name(argv0: str) -> str:
+    """What usage lines call the program: the console script, or ``python -m fetcher``."""
+    name = Path(argv0).name
+    return name if name.startswith("tigress-") else "python -m fetcher"
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The argument parser, and the parser of each subcommand by name."""
-    parser = argparse.ArgumentParser(prog="python -m fetcher", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=program_name(sys.argv[0]),
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser(
@@ -118,10 +138,13 @@ async def check_urls(
             answers = await lookup(address, resolver)
             check_answers(address, answers, policy)
         except HopError as exc:
+            # The same detail `get` gives (it never holds a resolved address: rule 2's
+            # detail names only the host asked for; the answers are in "addresses").
             return {
                 "url": url,
                 "allowed": False,
                 "reason": str(exc.reason),
+                "detail": exc.detail,
                 "addresses": [str(a) for a in answers],
             }
         return {

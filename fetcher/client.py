@@ -74,6 +74,16 @@ MIB = 1024 * 1024
 DEFAULT_TIMEOUT = 32.0
 
 
+#: The gRPC metadata key that carries a read's request id (SPEC 9): the gateway's id of
+#: the chat, which the fetcher writes in each fetch log record of the read.
+REQUEST_ID_METADATA = "tigress-request-id"
+
+
+def request_metadata(request_id: str) -> tuple[tuple[str, str], ...]:
+    """The call's metadata: the request id, when there is one."""
+    return ((REQUEST_ID_METADATA, request_id),) if request_id else ()
+
+
 def default_target() -> str:
     """The development socket (``unix:<cwd>/run/fetcher.sock``), as the fetcher's default."""
     return f"unix:{Path.cwd() / DEV_SOCKET}"
@@ -260,13 +270,10 @@ class FetcherClient:
 
     @staticmethod
     def _request(
-        url: str, allowed_hosts: Collection[str], page_limit: int, request_id: str
+        url: str, allowed_hosts: Collection[str], page_limit: int
     ) -> fetcher_pb2.ReadRequest:
         return fetcher_pb2.ReadRequest(
-            url=url,
-            allowed_hosts=sorted(allowed_hosts),
-            page_limit=max(0, page_limit),
-            request_id=request_id,
+            url=url, allowed_hosts=sorted(allowed_hosts), page_limit=max(0, page_limit)
         )
 
     async def read(
@@ -284,7 +291,8 @@ class FetcherClient:
             url: The address (from this answer's search results or the user's words).
             allowed_hosts: Rule 1's hosts for this answer.
             page_limit: The page budget left (at least 1).
-            request_id: Ties the fetch log's records to this request.
+            request_id: Ties the fetch log's records to this request (sent as the
+                ``tigress-request-id`` metadata: 1 to 64 of ``A-Z a-z 0-9 . _ : -``).
             deadline: Seconds this call may take (the client's ``timeout`` when ``None``);
                 the fetcher fits its work into what is left of it.
 
@@ -294,9 +302,11 @@ class FetcherClient:
         Raises:
             FetcherClientError: One of its subclasses, when no report came back.
         """
-        request = self._request(url, allowed_hosts, page_limit, request_id)
+        request = self._request(url, allowed_hosts, page_limit)
         with _translate_errors():
-            response = await self._stub.Read(request, timeout=deadline or self.timeout)
+            response = await self._stub.Read(
+                request, timeout=deadline or self.timeout, metadata=request_metadata(request_id)
+            )
         if not response.HasField("report"):
             raise FetcherProtocolError("the fetcher answered without a report")
         return report_from_pb(response.report)
@@ -318,8 +328,10 @@ class FetcherClient:
         Raises:
             FetcherClientError: One of its subclasses, when the read could not be done.
         """
-        request = self._request(url, allowed_hosts, page_limit, request_id)
-        call = self._stub.ReadStream(request, timeout=deadline or self.timeout)
+        request = self._request(url, allowed_hosts, page_limit)
+        call = self._stub.ReadStream(
+            request, timeout=deadline or self.timeout, metadata=request_metadata(request_id)
+        )
         finished = False
         try:
             with _translate_errors():

@@ -25,9 +25,12 @@ outcome (``ok`` or ``failed``) and reason, the page's bytes and this read's mill
 
 Under systemd the record goes to the journal through its native protocol, one datagram
 with ``FETCH_*`` fields, so ``journalctl -u fetcher FETCH_OUTCOME=refused`` or
-``FETCH_REASON=not_public`` select records; elsewhere it is one JSON object per line on
-stderr. The sink never raises into a download: a journal that cannot take a record gets
-it as a JSON line on stderr instead (which systemd also keeps).
+``FETCH_REASON=not_public`` select records; elsewhere (``auto`` on a terminal) it is one
+line in the processes' common log format (``fetcher.logformat``), the record's summary
+with its IP and request id, so a chat's access line and its fetches read alike; the
+``json`` sink writes one JSON object per line on stderr instead, for machines. The sink
+never raises into a download: a journal that cannot take a record gets it as a JSON line
+on stderr instead (which systemd also keeps).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import logging
 import os
 import socket
 import struct
@@ -206,6 +210,36 @@ class Sink(Protocol):
         """Writes one record; never raises for I/O trouble."""
 
 
+#: The logger of the fetch log's terminal lines (the process's one handler formats them).
+FETCH_LOGGER = "fetcher.fetch"
+#: The terminal line's logging level by outcome, like the journal's priorities.
+_LEVELS = {"ok": logging.INFO, "redirect": logging.INFO, "refused": logging.INFO}
+
+
+def text_line(record: FetchRecord) -> str:
+    """The record as the terminal's fetch line: the summary, the IP and the request id."""
+    parts = [summary(record)]
+    if record.get("ip") is not None:
+        parts.append(f"ip={record['ip']}")
+    if record.get("redirect_to") is not None:
+        parts.append(f"to={record['redirect_to']}")
+    parts.append(f"request={record.get('request_id') or '-'}")
+    return " ".join(parts)
+
+
+class TextSink:
+    """One line per record through the ``fetcher.fetch`` logger (the common log format)."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        """Writes through ``logger`` (``fetcher.fetch`` when ``None``)."""
+        self._logger = logger or logging.getLogger(FETCH_LOGGER)
+
+    def write(self, record: FetchRecord) -> None:
+        """Logs the record's line; logging handles its own I/O errors."""
+        level = _LEVELS.get(str(record["outcome"]), logging.WARNING)
+        self._logger.log(level, "%s", text_line(record))
+
+
 class JsonLinesSink:
     """One JSON object per line on a text stream (stderr outside systemd)."""
 
@@ -310,7 +344,7 @@ def choose_sink(
 
     Args:
         mode: ``journal``, ``json``, or ``auto`` (the journal when stderr is the journal
-            and its socket exists, else JSON lines).
+            and its socket exists, else lines in the common log format).
         environ: The process environment.
         stream: The stderr stream (``sys.stderr`` when ``None``).
         journal_path: journald's native socket.
@@ -323,7 +357,7 @@ def choose_sink(
         return JsonLinesSink(stream)
     if mode == "journal" or (under_journal(environ, stream) and os.path.exists(journal_path)):
         return JournalSink(path=journal_path, fallback=JsonLinesSink(stream))
-    return JsonLinesSink(stream)
+    return TextSink()
 
 
 class FetchLog:

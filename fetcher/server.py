@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -43,6 +44,7 @@ from fetcher.crawl import WORKER_PRELOAD, Crawler
 from fetcher.errors import ConfigError
 from fetcher.isolation.workers import WorkerPool
 from fetcher.journal import FetchLog, choose_sink
+from fetcher.logformat import configure_logging
 from fetcher.metrics import Metrics, MetricsEndpoint, bind_metrics_listener
 from fetcher.net.download import Downloader, Limits
 from fetcher.net.transport import default_ssl_context
@@ -50,7 +52,15 @@ from fetcher.outcome import CacheRecord, HopRecord, TextRecord
 from fetcher.pagecache import PageCache
 from fetcher.pdf.reader import PdfReader
 from fetcher.service import FetcherServicer, Reader
-from fetcher.settings import Listen, Settings, describe, load_settings
+from fetcher.settings import (
+    SETTING_NAMES,
+    Listen,
+    Settings,
+    changes,
+    flag_help,
+    load_settings,
+    unknown_variables,
+)
 from fetcher.systemd import sd_notify, systemd_listeners
 from fetcher.v1 import fetcher_pb2, fetcher_pb2_grpc
 
@@ -114,6 +124,23 @@ def _prepare_unix_path(path: Path) -> None:
         mode = os.lstat(path).st_mode
         if not stat.S_ISSOCK(mode):
             raise ConfigError(f"bad value for listen: {str(path)!r} exists and is not a socket")
+        if _socket_answers(path):
+            # grpc would unlink it and take the address over from the running fetcher.
+            raise ConfigError(
+                f"bad value for listen: another process serves on {str(path)!r} (another "
+                "fetcher?); stop it or choose another --listen / TIGRESS_FETCHER_LISTEN"
+            )
+        path.unlink()  # a dead socket a killed fetcher left behind
+
+
+def _socket_answers(path: Path) -> bool:
+    """Whether a process accepts connections on the Unix socket at ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 @contextlib.contextmanager
@@ -337,8 +364,10 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
         await server.start()
         if endpoint is not None:
             await endpoint.start()
-        for line in describe(settings):
-            logger.info("setting %s", line)
+        logger.info("%s", changes(settings))
+        unknown = unknown_variables(environ)
+        if unknown:
+            logger.warning("unknown variables, not read: %s", ", ".join(unknown))
         logger.info(
             "serving on %s; TLS trust: %s",
             ", ".join(server.ports),
@@ -362,28 +391,15 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the ``serve`` subcommand's flags (each overrides the setting of its name)."""
-    parser.add_argument(
-        "--listen",
-        metavar="unix:PATH|HOST:PORT",
-        help="where to serve gRPC, comma-separated (default: unix:run/fetcher.sock)",
-    )
+    """Adds the ``serve`` subcommand's flags: ``--config`` and one flag per setting
+    (``--<name>``, overriding the setting of that name)."""
     parser.add_argument("--config", metavar="PATH", help="TOML file with a [fetcher] table")
-    parser.add_argument(
-        "--metrics-listen", metavar="HOST:PORT", help="a /metrics port of its own (development)"
-    )
-    parser.add_argument("--max-concurrent-reads", metavar="N", help="reads handled at once")
-    parser.add_argument("--render-workers", metavar="N", help="page rendering processes")
-    parser.add_argument("--pdf-workers", metavar="N", help="PDF reading processes at once")
-    parser.add_argument("--log-sink", choices=("auto", "journal", "json"), help="fetch log sink")
-    parser.add_argument(
-        "--deny-domains", metavar="DOMAIN,...", help="domains never read (nor their subdomains)"
-    )
-    parser.add_argument(
-        "--allow-domains", metavar="DOMAIN,...", help="when set, the only domains read"
-    )
-    parser.add_argument("--cache-bytes", metavar="N", help="page cache size; 0 turns it off")
-    parser.add_argument("--cache-seconds", metavar="S", help="how long a page stays cached")
+    for name in SETTING_NAMES:
+        text, metavar, choices = flag_help(name)
+        if choices:
+            parser.add_argument(f"--{name.replace('_', '-')}", choices=choices, help=text)
+        else:
+            parser.add_argument(f"--{name.replace('_', '-')}", metavar=metavar, help=text)
 
 
 def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = None) -> int:
@@ -392,22 +408,8 @@ def run_serve(args: argparse.Namespace, *, environ: Mapping[str, str] | None = N
     A bad setting stops start-up with exit status 2 and a message naming it.
     """
     environ = os.environ if environ is None else environ
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    overrides = {
-        name: getattr(args, name, None)
-        for name in (
-            "listen",
-            "metrics_listen",
-            "max_concurrent_reads",
-            "render_workers",
-            "pdf_workers",
-            "log_sink",
-            "deny_domains",
-            "allow_domains",
-            "cache_bytes",
-            "cache_seconds",
-        )
-    }
+    configure_logging("fetcher", environ=environ)
+    overrides = {name: getattr(args, name, None) for name in SETTING_NAMES}
     try:
         settings = load_settings(
             environ=environ,

@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
+from fetcher.client import REQUEST_ID_METADATA
 from fetcher.metrics import Metrics
 from fetcher.reasons import Reason
 from fetcher.report import PageFailed, PageRead, Report
@@ -138,7 +139,9 @@ class _Order:
 
     __slots__ = ("allowed_hosts", "page_limit", "request_id", "url")
 
-    def __init__(self, request: fetcher_pb2.ReadRequest) -> None:
+    def __init__(self, request: fetcher_pb2.ReadRequest, metadata_id: str = "") -> None:
+        """Checks the request; ``metadata_id`` is the ``tigress-request-id`` metadata
+        (``fetcher.client.REQUEST_ID_METADATA``), used when the field is empty."""
         if len(request.url.encode()) > MAX_URL_BYTES:
             raise CallError(
                 grpc.StatusCode.INVALID_ARGUMENT, f"url is longer than {MAX_URL_BYTES} bytes"
@@ -155,7 +158,8 @@ class _Order:
             )
         if request.page_limit < 1:
             raise CallError(grpc.StatusCode.INVALID_ARGUMENT, "page_limit must be at least 1")
-        if request.request_id and not _REQUEST_ID.fullmatch(request.request_id):
+        request_id = request.request_id or metadata_id
+        if request_id and not _REQUEST_ID.fullmatch(request_id):
             raise CallError(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 "request_id must be 1 to 64 characters from A-Z a-z 0-9 . _ : -",
@@ -163,7 +167,15 @@ class _Order:
         self.url: str = request.url
         self.allowed_hosts = frozenset(request.allowed_hosts)
         self.page_limit = min(int(request.page_limit), MAX_PAGES)
-        self.request_id: str = request.request_id or uuid.uuid4().hex[:16]
+        self.request_id: str = request_id or uuid.uuid4().hex[:16]
+
+
+def _metadata_request_id(context: Context) -> str:
+    """The call's ``tigress-request-id`` metadata ("" when absent)."""
+    for key, value in context.invocation_metadata() or ():
+        if key == REQUEST_ID_METADATA and isinstance(value, str):
+            return value
+    return ""
 
 
 _DONE = object()
@@ -331,7 +343,7 @@ class FetcherServicer(fetcher_pb2_grpc.FetcherServiceServicer):
     ) -> fetcher_pb2.ReadResponse:
         """Reads an address and answers with the whole report."""
         async with self._call("Read", context):
-            order = _Order(request)
+            order = _Order(request, _metadata_request_id(context))
             with self._slot():
                 report = await self._read(order, context, None)
             return self._fit(fetcher_pb2.ReadResponse(report=report_to_pb(report)))
@@ -342,7 +354,7 @@ class FetcherServicer(fetcher_pb2_grpc.FetcherServiceServicer):
     ) -> AsyncIterator[fetcher_pb2.ReadStreamResponse]:
         """Sends each page as soon as it is finished, then the whole report."""
         async with self._call("ReadStream", context):
-            order = _Order(request)
+            order = _Order(request, _metadata_request_id(context))
             with self._slot():
                 queue: asyncio.Queue[Any] = asyncio.Queue()
                 task = asyncio.create_task(self._read(order, context, queue.put_nowait))

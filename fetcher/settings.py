@@ -5,8 +5,10 @@ else ``TIGRESS_FETCHER_CONFIG``, else ``TIGRESS_CONFIG``), then ``TIGRESS_FETCHE
 variables, then command-line flags. Every value is checked once, here; a bad one stops
 start-up with a :class:`~fetcher.errors.ConfigError` that names the setting, where it came
 from and what was wrong. Unknown keys in the TOML table are errors too (a typo must not
-silently leave a default in force). Unknown ``TIGRESS_FETCHER_*`` variables are ignored,
-because the gateway's own variables share the prefix's first word.
+silently leave a default in force): all of them are named at once, each with the setting
+it most likely meant (``fetcher.names``). Unknown ``TIGRESS_FETCHER_*`` variables are named
+the same way by :func:`unknown_variables`, which ``serve`` logs as a warning, not an error:
+the environment is shared with the operator's shell, and a stray variable changes nothing.
 
 This module only decides; it opens no socket. The composition root (``fetcher.server``)
 turns a :class:`Settings` into listeners.
@@ -19,12 +21,13 @@ import ipaddress
 import math
 import ssl
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from fetcher.errors import ConfigError
 from fetcher.isolation.zygote import WorkLimits
+from fetcher.names import unknown_names
 from fetcher.net.domains import DomainLists, parse_domains
 from fetcher.net.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
 from fetcher.net.urls import Refused
@@ -238,42 +241,118 @@ class _Field:
     choices: tuple[str, ...] = ()
     #: Said after the maximum when a value is over it (why the maximum is what it is).
     ceiling: str = ""
+    #: The ``serve --<name>`` flag's help text.
+    help: str = ""
+    #: The flag's metavar.
+    metavar: str = "N"
 
 
 _FIELDS: dict[str, _Field] = {
-    "listen": _Field("listen"),
-    "max_concurrent_reads": _Field("int", 1, 10_000),
-    "read_deadline_seconds": _Field("float", 1, 600),
-    "deadline_margin_seconds": _Field("float", 0, 10),
-    "shutdown_grace_seconds": _Field("float", 0, 600),
-    "crawl_concurrency": _Field("int", 1, 64),
-    "render_workers": _Field("int", 1, 32),
-    "pdf_workers": _Field("int", 1, 16),
-    "worker_memory_mib": _Field(
-        "int", 128, 512, ceiling="a worker's cap; the unit's MemoryMax must hold every worker at it"
+    "listen": _Field(
+        "listen",
+        help="where to serve gRPC, comma-separated (default: unix:run/fetcher.sock)",
+        metavar="unix:PATH|HOST:PORT",
     ),
-    "page_cpu_seconds": _Field("int", 1, 30),
-    "page_wall_seconds": _Field("float", 1, 60),
-    "pdf_cpu_seconds": _Field("int", 1, 30),
-    "pdf_wall_seconds": _Field("float", 1, 60),
+    "max_concurrent_reads": _Field(
+        "int", 1, 10_000, help="reads handled at once; one more is refused (default: 16)"
+    ),
+    "read_deadline_seconds": _Field(
+        "float", 1, 600, help="the longest a read may take (default: 30)", metavar="S"
+    ),
+    "deadline_margin_seconds": _Field(
+        "float",
+        0,
+        10,
+        help="kept back from the caller's deadline for the report (default: 0.25)",
+        metavar="S",
+    ),
+    "shutdown_grace_seconds": _Field(
+        "float", 0, 600, help="after SIGTERM, how long reads may finish (default: 10)", metavar="S"
+    ),
+    "crawl_concurrency": _Field(
+        "int", 1, 64, help="pages of one hop downloaded at once (default: 4)"
+    ),
+    "render_workers": _Field("int", 1, 32, help="page rendering processes (default: 2)"),
+    "pdf_workers": _Field("int", 1, 16, help="PDF reading processes at once (default: 2)"),
+    "worker_memory_mib": _Field(
+        "int",
+        128,
+        512,
+        ceiling="a worker's cap; the unit's MemoryMax must hold every worker at it",
+        help="address space of every render and PDF worker in MiB (default: 256)",
+        metavar="MIB",
+    ),
+    "page_cpu_seconds": _Field(
+        "int", 1, 30, help="CPU time of one page's render (default: 3)", metavar="S"
+    ),
+    "page_wall_seconds": _Field(
+        "float", 1, 60, help="wall-clock time of one page's render (default: 10)", metavar="S"
+    ),
+    "pdf_cpu_seconds": _Field(
+        "int", 1, 30, help="CPU time of one PDF's reading (default: 5)", metavar="S"
+    ),
+    "pdf_wall_seconds": _Field(
+        "float", 1, 60, help="wall-clock time of one PDF's reading (default: 8)", metavar="S"
+    ),
     "pdf_max_bytes": _Field(
         "int",
         64 * 1024,
         PDF_MAX_BYTES_CEILING,
         ceiling="64 MiB, the hard ceiling of a PDF's size, which no setting can raise",
+        help="a PDF's body limit in bytes (default: 16 MiB, at most 64 MiB)",
+        metavar="BYTES",
     ),
-    "max_message_bytes": _Field("int", 64 * 1024, 64 * MIB),
-    "metrics_listen": _Field("str"),
-    "log_sink": _Field("str", choices=("auto", "journal", "json")),
-    "tls_cert_file": _Field("path"),
-    "tls_key_file": _Field("path"),
-    "tls_client_ca_file": _Field("path"),
-    "extra_ca_file": _Field("ca_bundle"),
-    "deny_domains": _Field("domains"),
-    "allow_domains": _Field("domains"),
-    "cache_bytes": _Field("int", 0, 4096 * MIB),
-    "cache_seconds": _Field("float", 1, 86_400),
+    "max_message_bytes": _Field(
+        "int", 64 * 1024, 64 * MIB, help="gRPC message size limit (default: 1 MiB)", metavar="BYTES"
+    ),
+    "metrics_listen": _Field(
+        "str", help="a /metrics port of its own (development)", metavar="HOST:PORT"
+    ),
+    "log_sink": _Field(
+        "str", choices=("auto", "journal", "json"), help="fetch log sink (default: auto)"
+    ),
+    "tls_cert_file": _Field(
+        "path", help="server certificate of TCP listeners (mutual TLS)", metavar="PEM"
+    ),
+    "tls_key_file": _Field("path", help="the server certificate's private key", metavar="PEM"),
+    "tls_client_ca_file": _Field(
+        "path", help="CA that client certificates must chain to", metavar="PEM"
+    ),
+    "extra_ca_file": _Field(
+        "ca_bundle",
+        help="CAs trusted in addition to the system store (an egress proxy's)",
+        metavar="PEM",
+    ),
+    "deny_domains": _Field(
+        "domains", help="domains never read, nor their subdomains", metavar="DOMAIN,..."
+    ),
+    "allow_domains": _Field(
+        "domains",
+        help="when set, the only domains read (and their subdomains)",
+        metavar="DOMAIN,...",
+    ),
+    "cache_bytes": _Field(
+        "int",
+        0,
+        4096 * MIB,
+        help="page cache size in bytes; 0 turns it off (default: 64 MiB)",
+        metavar="BYTES",
+    ),
+    "cache_seconds": _Field(
+        "float", 1, 86_400, help="how long a page stays cached (default: 600)", metavar="S"
+    ),
 }
+
+#: Every setting's name, in the order of the table above (``serve`` makes a flag of each).
+SETTING_NAMES: tuple[str, ...] = tuple(_FIELDS)
+#: Variables the fetcher reads besides ``TIGRESS_FETCHER_<NAME>``.
+OTHER_VARIABLES = ("TIGRESS_FETCHER_CONFIG",)
+
+
+def flag_help(name: str) -> tuple[str, str, tuple[str, ...]]:
+    """The ``serve --<name>`` flag's help text, metavar and choices (empty: any value)."""
+    field = _FIELDS[name]
+    return field.help, field.metavar, field.choices
 
 
 def _convert(name: str, field: _Field, raw: object, source: str) -> object:
@@ -466,9 +545,12 @@ def load_settings(
     path_text = environ.get("TIGRESS_FETCHER_CONFIG") or environ.get("TIGRESS_CONFIG")
     path = config_file or (Path(path_text) if path_text else None)
     if path is not None:
-        for name, raw in _read_toml(path).items():
-            if name not in _FIELDS:
-                raise ConfigError(f"{path}: unknown setting {name!r} in [fetcher]")
+        table = _read_toml(path)
+        unknown = unknown_names(table, _FIELDS)
+        if unknown:
+            plural = "s" if len(unknown) > 1 else ""
+            raise ConfigError(f"{path}: unknown setting{plural} in [fetcher]: {', '.join(unknown)}")
+        for name, raw in table.items():
             values[name] = _convert(name, _FIELDS[name], raw, f"{path} [fetcher]")
     for name, field in _FIELDS.items():
         variable = ENV_PREFIX + name.upper()
@@ -494,14 +576,45 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return table
 
 
-def describe(settings: Settings) -> Sequence[str]:
-    """One ``name = value`` line per setting, for the start-up log (no secrets are held)."""
-    lines = []
-    for field in dataclasses.fields(settings):
-        value = getattr(settings, field.name)
-        if field.name == "listen":
-            value = ",".join(listen.target for listen in value)
-        elif field.name in ("deny_domains", "allow_domains"):
-            value = ",".join(value)
-        lines.append(f"{field.name} = {value}")
-    return lines
+def changes(settings: Settings, *, base: Path | None = None) -> str:
+    """The start-up log's one line: the settings that differ from the defaults.
+
+    Args:
+        settings: The checked settings.
+        base: What the default socket's relative path is resolved against (the working
+            directory when ``None``), so the default listen address is not called a change.
+
+    Returns:
+        ``settings: the defaults`` or ``settings changed from the defaults: name = value,
+        ...`` (in the settings' order; ``listen`` is on the "serving on" line anyway).
+    """
+    defaults = Settings(listen=(parse_listen(f"unix:{DEV_SOCKET}", base=base),))
+    changed = [
+        f"{name} = {_shown(getattr(settings, name))}"
+        for name in _FIELDS
+        if name != "listen" and getattr(settings, name) != getattr(defaults, name)
+    ]
+    if not changed:
+        return "settings: the defaults"
+    return "settings changed from the defaults: " + ", ".join(changed)
+
+
+def _shown(value: object) -> object:
+    """A setting's value as the start-up line says it (a list of domains comma-separated)."""
+    if isinstance(value, tuple) and all(isinstance(item, str) for item in value):
+        return ",".join(value)
+    return value
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """The ``TIGRESS_FETCHER_*`` variables no setting reads, each with its likely meaning.
+
+    Args:
+        environ: The process environment.
+
+    Returns:
+        One description per unknown variable (``fetcher.names.unknown_names``), sorted.
+    """
+    known = [ENV_PREFIX + name.upper() for name in _FIELDS] + list(OTHER_VARIABLES)
+    given = sorted(name for name in environ if name.startswith(ENV_PREFIX))
+    return unknown_names(given, known)

@@ -37,7 +37,7 @@ from fetcher.client import FetcherClient
 from gateway.engine.client import EngineClient
 from gateway.engine.models import ModelDirectory
 from gateway.http import handlers
-from gateway.http.access import MCP_PATH, Access, BrowserGuard, KeyLimits
+from gateway.http.access import CHAT_PATH, MCP_PATH, Access, BrowserGuard, KeyLimits
 from gateway.http.auth import KeyChecker
 from gateway.http.browsers import TrustedProxies
 from gateway.http.fetcher_health import FetcherHealth
@@ -50,6 +50,7 @@ from gateway.http.health import (
 )
 from gateway.http.origin import OriginPolicy
 from gateway.http.page import page_routes
+from gateway.http.request_id import RequestIds
 from gateway.http.services import ChatSlots, Services
 from gateway.loop.turn import FilterFactory, RequiredMemory, default_filter
 from gateway.mcp.http import McpEndpoint, McpOriginGuard
@@ -117,11 +118,7 @@ async def _report(health: Health, settings: Settings) -> None:
     for engine in answer["engines"]:
         log.info("engine %s %s", engine["engine"], _state(engine))
         if engine.get("ok") is False:
-            log.warning(
-                "engine %s: start the model server there (llama-server, vLLM, Ollama) or set "
-                "TIGRESS_ENGINE_URL; chats get 502 until it answers",
-                engine["engine"],
-            )
+            log.warning("engine %s: %s", engine["engine"], engine["says"])
     searxng = answer["searxng"]
     log.info("SearXNG at %s %s", settings.searxng_url, _state(searxng))
     if searxng.get("ok") is False:
@@ -130,19 +127,17 @@ async def _report(health: Health, settings: Settings) -> None:
     for target in fetcher.get("targets", []):
         log.info("fetcher at %s %s", target["target"], _state(target))
         if target.get("ok") is False:
-            log.warning(
-                "fetcher at %s: start it (python -m fetcher serve) or set TIGRESS_FETCHER; "
-                "pages cannot be read until it answers",
-                target["target"],
-            )
+            log.warning("fetcher at %s: %s", target["target"], target["says"])
     if not fetcher.get("checked", True):
         log.info("fetcher %s", _state(fetcher))
     host = f"[{settings.listen_host}]" if ":" in settings.listen_host else settings.listen_host
+    base = f"http://{host}:{settings.listen_port}"
     log.info(
-        "ready: chat API at http://%s:%d/v1, health at /healthz (answers from the Web switch "
-        "need the engine, SearXNG and the fetcher)",
-        host,
-        settings.listen_port,
+        "ready: the chat page at %s/ (API at %s/v1, health at %s/healthz; answers from the "
+        "Web switch need the engine, SearXNG and the fetcher)",
+        base,
+        base,
+        base,
     )
 
 
@@ -298,6 +293,7 @@ def create_app(
             Route(MCP_PATH, _McpRoute()),
         ],
         middleware=[
+            Middleware(RequestIds, paths=frozenset({CHAT_PATH})),
             Middleware(
                 BrowserGuard,
                 keyless=not settings.api_keys,

@@ -79,6 +79,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from fetcher.client import NO_LISTS, DomainLists, parse_domains
+from fetcher.names import unknown_names
 
 DEFAULT_ENGINE_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_SEARXNG_URL = "http://127.0.0.1:8888"
@@ -111,8 +112,11 @@ class EngineSettings:
     def label(self) -> str:
         """How logs, errors and ``/healthz`` name the engine: its configured name, else
         its address without any user name or password."""
-        if self.name:
-            return self.name
+        return self.name or self.address
+
+    @property
+    def address(self) -> str:
+        """The engine's base URL without any user name or password."""
         parts = urlsplit(self.url)
         host = parts.hostname or ""
         if ":" in host:
@@ -272,21 +276,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         table = _read_toml(config_path)
     toml = _Source(table, f"{config_path}")
 
-    known = {"listen", "engine_url", "api_keys", "api_keys_file", "max_body_bytes", "media_urls"}
-    known |= {"limits", "mcp"}
-    # The [fetcher] table is the fetcher process's own section of a shared file.
-    known |= {"searxng_url", "fetcher_target", "fetcher", "engines", "budgets", "timeouts"}
-    known |= {
-        "searxng_results",
-        "allowed_origins",
-        "trusted_proxies",
-        "searxng_categories",
-        "searxng_language",
-        "searxng_engines",
-    }
-    for key in table:
-        if key not in known:
-            raise SettingsError(f"{config_path}: unknown setting {key!r}")
+    unknown = unknown_keys(table)
+    if unknown:
+        plural = "s" if len(unknown) > 1 else ""
+        raise SettingsError(f"{config_path}: unknown setting{plural}: {', '.join(unknown)}")
 
     listen = env.get("TIGRESS_LISTEN") or toml.str_("listen", DEFAULT_LISTEN)
     where = "TIGRESS_LISTEN" if env.get("TIGRESS_LISTEN") else "listen"
@@ -453,6 +446,114 @@ def _language(toml: _Source, env: Mapping[str, str]) -> str:
     if value and not _SEARXNG_LANGUAGE.fullmatch(value):
         raise SettingsError(f"{where}: {value!r} is not a language (en, de-DE, all, auto)")
     return value
+
+
+#: The TOML file's keys: the top level's, and each table's (``engines``: each entry's).
+#: The ``[fetcher]`` table is the fetcher process's own section of a shared file (it
+#: checks it itself).
+TOP_KEYS = frozenset(
+    {
+        "listen",
+        "engine_url",
+        "api_keys",
+        "api_keys_file",
+        "max_body_bytes",
+        "media_urls",
+        "searxng_url",
+        "searxng_results",
+        "searxng_categories",
+        "searxng_language",
+        "searxng_engines",
+        "allowed_origins",
+        "trusted_proxies",
+        "fetcher_target",
+        "fetcher",
+        "engines",
+        "budgets",
+        "timeouts",
+        "limits",
+        "mcp",
+    }
+)
+TABLE_KEYS: dict[str, frozenset[str]] = {
+    "engines": frozenset({"url", "models", "api_key_env", "name"}),
+    "budgets": frozenset({"searches", "pages"}),
+    "timeouts": frozenset(f.name for f in fields(Timeouts)),
+    "limits": frozenset(
+        {
+            "max_chats",
+            "max_connections",
+            "chats_per_key",
+            "requests_per_minute_per_key",
+            "connections_per_client",
+            "max_answer_bytes",
+        }
+    ),
+    "mcp": frozenset(
+        {
+            "sessions_per_key",
+            "max_sessions",
+            "session_idle",
+            "allowed_origins",
+            "sessions_per_client",
+        }
+    ),
+}
+#: The variables the gateway reads (``TIGRESS_FETCHER_*`` are the fetcher's: it names
+#: its own unknown ones).
+VARIABLES = frozenset(
+    {
+        "TIGRESS_CONFIG",
+        "TIGRESS_ENGINE_URL",
+        "TIGRESS_SEARXNG_URL",
+        "TIGRESS_API_KEYS",
+        "TIGRESS_API_KEYS_FILE",
+        "TIGRESS_LISTEN",
+        "TIGRESS_FETCHER",
+        "TIGRESS_MCP_ALLOWED_ORIGINS",
+        "TIGRESS_ALLOWED_ORIGINS",
+        "TIGRESS_TRUSTED_PROXIES",
+        "TIGRESS_SEARXNG_CATEGORIES",
+        "TIGRESS_SEARXNG_LANGUAGE",
+        "TIGRESS_SEARXNG_ENGINES",
+    }
+)
+
+
+def unknown_keys(table: Mapping[str, Any]) -> list[str]:
+    """Every key of the TOML file that no setting reads, with its likely meaning.
+
+    The top level and each known table are checked (``[fetcher]`` is the fetcher's), so
+    one start-up names every typo of the file at once (``fetcher.names``).
+
+    Returns:
+        One description per unknown key (``'budgets.serches' (did you mean
+        'budgets.searches'?)``), in the file's order.
+    """
+    found = unknown_names(table, TOP_KEYS)
+    for name, allowed in TABLE_KEYS.items():
+        value = table.get(name)
+        entries = value if name == "engines" and isinstance(value, list) else [value]
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                continue  # a wrong type is named by the setting's own check
+            prefix = f"engines[{i}]." if name == "engines" else f"{name}."
+            found += unknown_names(
+                [prefix + key for key in entry], [prefix + key for key in allowed]
+            )
+    return found
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """The ``TIGRESS_*`` variables nothing reads (the fetcher's ``TIGRESS_FETCHER_*``
+    aside), each with its likely meaning, sorted; the gateway logs them as a warning
+    (the environment is shared with the operator's shell, so it does not stop)."""
+    given = sorted(
+        name
+        for name in environ
+        if name.startswith("TIGRESS_") and not name.startswith("TIGRESS_FETCHER_")
+    )
+    return unknown_names(given, VARIABLES)
 
 
 def _mcp(toml: _Source, env: Mapping[str, str], *, keyed: bool) -> McpSettings:

@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-GATEWAY_MAY_IMPORT = ("fetcher.client", "fetcher.v1")
+# fetcher.names and fetcher.logformat: the two small pure helpers both processes share
+# (settings names with a did-you-mean, the one log format); they hold nothing of the
+# fetcher and import only fetcher.journal's encoder.
+GATEWAY_MAY_IMPORT = ("fetcher.client", "fetcher.v1", "fetcher.names", "fetcher.logformat")
 
 
 def modules(package: str) -> list[Path]:

@@ -4,6 +4,7 @@ stop on Ctrl-C (SIGINT to the terminal's process group)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -85,17 +86,29 @@ def test_make_run_starts_both_reports_what_is_missing_and_stops_on_ctrl_c(run_di
     )
     output = Output(process.stdout)
     try:
-        output.wait_for("ready: chat API at")
+        output.wait_for(f"ready: the chat page at http://127.0.0.1:{port}/ (API at")
         # Where each listens, and which parts answer.
         output.wait_for(f"fetcher: serving on unix:{run_dir}/fetcher.sock")
-        output.wait_for(f"Uvicorn running on http://127.0.0.1:{port}")
+        # What differs from the defaults, in one line (nothing does here).
+        output.wait_for("INFO fetcher: settings: the defaults")
+        assert not [line for line in output.lines if "fetcher: setting " in line]
+        # One format for all three: time, level, logger, message.
+        assert all(
+            re.match(r"\d\d:\d\d:\d\d\.\d{3} (INFO|WARNING|ERROR) \S+: ", line)
+            for line in output.lines
+        ), output.lines
         output.wait_for(f"engine http://127.0.0.1:{nowhere}/v1 does not answer")
         output.wait_for(f"SearXNG at http://127.0.0.1:{nowhere} does not answer")
         output.wait_for(f"fetcher at unix:{run_dir}/fetcher.sock answers")
 
         health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()
         assert health["status"] == "degraded"
-        assert health["engines"] == [{"engine": f"http://127.0.0.1:{nowhere}/v1", "ok": False}]
+        assert [(e["engine"], e["ok"]) for e in health["engines"]] == [
+            (f"http://127.0.0.1:{nowhere}/v1", False)
+        ]
+        assert "TIGRESS_ENGINE_URL" in health["engines"][0]["says"]
+        assert health["fetcher"]["says"] == "The fetcher answers."
+        assert health["searxng"]["says"] == health["searxng"]["problem"]
         assert health["searxng"]["ok"] is False
         assert health["fetcher"]["ok"] is True
         chat = httpx.post(
@@ -124,3 +137,58 @@ def test_make_run_starts_both_reports_what_is_missing_and_stops_on_ctrl_c(run_di
     # Nothing of the two is left running.
     with pytest.raises(ProcessLookupError):
         os.killpg(process.pid, 0)
+
+
+def make_env() -> dict[str, str]:
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("TIGRESS_", "MAKE", "MFLAGS"))
+    }
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize(
+    ("target", "dev"),
+    [("run", False), ("wheelhouse", False), ("test", True), ("lint", True), ("bench", True)],
+)
+def test_only_the_targets_that_need_them_install_the_developer_extras(
+    target: str, dev: bool
+) -> None:
+    # -n: print what would run, as if pyproject.toml had just changed (-W), run nothing.
+    done = subprocess.run(
+        ["make", "-n", "-W", "pyproject.toml", "--no-print-directory", target],
+        cwd=ROOT,
+        env=make_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    installs = [line for line in done.stdout.splitlines() if "pip install" in line]
+    assert any(line.rstrip().endswith("install -q -e .") for line in installs), installs
+    assert any("'.[dev]'" in line for line in installs) is dev, installs
+    # setuptools' editable-install warning box is silenced.
+    editable = [line for line in installs if " -e " in line]
+    assert all("PYTHONWARNINGS='ignore:Editable installation'" in line for line in editable)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_a_second_make_run_leaves_the_first_ones_fetcher_socket_alone(run_dir: Path) -> None:
+    path = run_dir / "fetcher.sock"
+    with socket.socket(socket.AF_UNIX) as first:
+        first.bind(str(path))
+        first.listen()
+        done = subprocess.run(
+            ["make", "--no-print-directory", "run", f"RUN_DIR={run_dir}"],
+            cwd=ROOT,
+            env=make_env() | {"TIGRESS_LISTEN": f"127.0.0.1:{free_port()}"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode != 0
+        assert f"a fetcher already serves on {path}" in done.stderr
+        assert "RUN_DIR=" in done.stderr
+        assert path.is_socket()

@@ -16,6 +16,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -204,9 +205,10 @@ class EngineClient:
                 timeout=wait if wait is not None else httpx.USE_CLIENT_DEFAULT,
             )
         name = engine.label
+        content_type = response.headers.get("content-type", "")
         if response.status_code != 200:
             error: EngineError = EngineStatusError(
-                502, None, f"The model engine {name} answered {response.status_code} to /models."
+                502, None, models_status_problem(engine, response.status_code, content_type)
             )
             error.engine = name
             raise error
@@ -216,9 +218,39 @@ class EngineClient:
                 raise ValueError("data is not a list")
             return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
         except (ValueError, AttributeError, RecursionError) as exc:
-            error = EngineError(f"The model engine {name}'s /models answer is not a model list.")
+            error = EngineError(not_an_engine(engine, "its /models is not a model list"))
             error.engine = name
             raise error from exc
+
+
+def not_an_engine(engine: EngineSettings, why: str) -> str:
+    """The sentence for a server that answers but is not an OpenAI-compatible engine."""
+    return (
+        f"The server at {engine.address} answers, but not as an OpenAI-compatible engine "
+        f"({why}): is this the engine's address, or another server's (SearXNG, a web "
+        "page)? Set TIGRESS_ENGINE_URL (or engine_url) to the engine's base URL, e.g. "
+        "http://127.0.0.1:8080/v1."
+    )
+
+
+def models_status_problem(engine: EngineSettings, status: int, content_type: str) -> str:
+    """What an error status at ``<url>/models`` says about the configured address.
+
+    A web page (HTML) is another kind of server; a 404 from an address without ``/v1``
+    is an engine asked at the wrong path (llama-server, vLLM and Ollama all serve
+    ``/v1/models``); anything else is the engine's own trouble.
+    """
+    if content_type.startswith("text/html"):
+        return not_an_engine(engine, f"/models is a {status} web page")
+    if status == 404:
+        if not urlsplit(engine.url).path.rstrip("/").endswith("/v1"):
+            return (
+                f"The model engine {engine.label} answered 404 to {engine.address}/models: is "
+                f"/v1 missing from the address? Try {engine.address}/v1 as TIGRESS_ENGINE_URL "
+                "(or engine_url)."
+            )
+        return not_an_engine(engine, "404 at /models")
+    return f"The model engine {engine.label} answered {status} to /models."
 
 
 async def status_error(exchange: EngineExchange, *, relay: bool = False) -> EngineStatusError:

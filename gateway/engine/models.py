@@ -143,10 +143,10 @@ class ModelDirectory:
             raise engine.error
         return engine.names
 
-    async def _look_up(self, engine: _Engine, wait: float | None = None) -> bool:
+    async def _look_up(self, engine: _Engine, wait: float | None = None) -> EngineError | None:
         """Ask the engine; cache its answer, and its failure when this is a routing
         look-up (``wait`` None: a health probe's short deadline says nothing about
-        routing)."""
+        routing). Returns the failure, None when the engine answered."""
         configured = bool(engine.settings.models)
         try:
             names = await self._client.list_models(
@@ -155,11 +155,11 @@ class ModelDirectory:
         except EngineError as exc:
             if not configured and wait is None:
                 engine.error, engine.at = exc, self._clock()
-            return False
+            return exc
         if not configured:
             # Configured names route without asking; a probe never replaces them.
             engine.names, engine.error, engine.at = tuple(names), None, self._clock()
-        return True
+        return None
 
     async def entries(self) -> tuple[list[ModelEntry], list[EngineError]]:
         """Every model of every engine that answered, and the errors of those that did not
@@ -247,12 +247,13 @@ class ModelDirectory:
         if self._background:
             await asyncio.wait(self._background)
 
-    async def probe(self, wait: float) -> list[tuple[EngineSettings, bool]]:
+    async def probe(self, wait: float) -> list[tuple[EngineSettings, EngineError | None]]:
         """Whether each engine answers its ``/models`` within ``wait`` seconds (for
-        ``/healthz``); an answer also refreshes the engine's cached list. Not behind the
-        engine's look-up lock: a probe never waits for a hung look-up."""
+        ``/healthz``): None, or the failure saying why not; an answer also refreshes the
+        engine's cached list. Not behind the engine's look-up lock: a probe never waits
+        for a hung look-up."""
 
-        async def one(engine: _Engine) -> bool:
+        async def one(engine: _Engine) -> EngineError | None:
             return await self._look_up(engine, wait)
 
         results = await asyncio.gather(*(one(e) for e in self._engines))

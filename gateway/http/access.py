@@ -32,6 +32,7 @@ from gateway.errors import (
 from gateway.http.auth import KeyChecker
 from gateway.http.browsers import Head, Refusal, TrustedProxies, client_of, judge
 from gateway.http.origin import OriginPolicy
+from gateway.http.request_id import request_id_of
 from gateway.metrics import GatewayMetrics
 from gateway.stream.writer import Tally, error_response, outcome_of
 
@@ -252,7 +253,7 @@ class Access:
             self._limits.admit(key)
         except GatewayError as exc:
             if scope["path"] == CHAT_PATH:
-                Tally(self._metrics).close(outcome_of(exc), exc)
+                Tally(self._metrics, request_id=request_id_of(scope)).close(outcome_of(exc), exc)
             if scope["path"] == MCP_PATH:
                 reason = "rate_limited" if isinstance(exc, RateLimitError) else "auth"
                 self._metrics.mcp_refused.labels(reason).inc()

@@ -21,6 +21,7 @@ from gateway.api import sse
 from gateway.api.request import ChatRequest, parse_chat_request
 from gateway.engine.proxy import proxy_events
 from gateway.errors import BodyTimeoutError, BodyTooLargeError, GatewayError, RequestError
+from gateway.http.request_id import request_id_of
 from gateway.http.services import Services
 from gateway.loop.turn import ChatTurn, LoopOptions
 from gateway.metrics import Outcome
@@ -69,13 +70,18 @@ async def read_body(request: Request, limit: int, seconds: float) -> bytes:
 
 async def chat_completions(request: Request, services: Services) -> ASGIApp:
     """``POST /v1/chat/completions``: pass-through, or the Web loop."""
-    tally = Tally(services.metrics)
+    state = request.scope.get("state", {})
+    key = state.get("key", -1)
+    tally = Tally(
+        services.metrics, request_id=request_id_of(request.scope), key=key if key >= 0 else None
+    )
     try:
         services.drain.refuse_new()
         settings = services.settings
         raw = await read_body(request, settings.max_body_bytes, settings.timeouts.client_body)
         chat = parse_chat_request(raw, allow_media_urls=settings.allow_media_urls)
         tally.mode = "web" if chat.web else "proxy"
+        tally.model = chat.model
         if chat.web and not services.tools:
             raise RequestError("The Web switch is not available: no tools are configured.")
         return await _answer(request, services, chat, tally)
@@ -101,12 +107,15 @@ async def _answer(request: Request, services: Services, chat: ChatRequest, tally
         entry = await until_disconnect(request, lambda: services.models.resolve(chat.model))
         # A file-name alias reaches the engine as the name the engine lists (SPEC 2); the
         # client's chunks keep the name it asked for.
+        tally.engine = entry.engine.label
         routed = chat if entry.model == chat.model else chat.for_model(entry.model)
         limits = AnswerLimits(
             seconds=services.settings.timeouts.answer,
             relayed=services.settings.limits.max_answer_bytes,
         )
-        pump = Pump(_source(services, routed, entry.engine), services.drain, limits)
+        pump = Pump(
+            _source(services, routed, entry.engine, tally.request_id), services.drain, limits
+        )
         resources.push_async_callback(pump.close)
         pump.start()
         keepalive = services.settings.timeouts.keepalive
@@ -140,7 +149,7 @@ async def _answer(request: Request, services: Services, chat: ChatRequest, tally
 
 
 def _source(
-    services: Services, chat: ChatRequest, engine: EngineSettings
+    services: Services, chat: ChatRequest, engine: EngineSettings, request_id: str
 ) -> AsyncGenerator[StreamEvent, None]:
     if not chat.web:
         return proxy_events(services.engines, engine, chat.engine_body())
@@ -158,6 +167,7 @@ def _source(
             max_text=settings.limits.max_answer_bytes,
         ),
         filter_factory=services.filter_factory,
+        request_id=request_id,
     )
     return turn.events()
 

@@ -5,6 +5,9 @@ service at once, each bounded by its own timeout; its answer is reused for
 ``health_cache`` seconds and concurrent callers share one check, so a storm of health
 probes (or a hung engine) costs one look-up per period. Engines are named by
 `EngineSettings.label` (configured name, else the address without credentials).
+
+Every part carries ``says``: one sentence an operator can act on (SPEC 2), what answers
+or why not and what to change (`engine_says`, `searxng_says`, `fetcher_says`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.engine.models import ModelDirectory
+from gateway.errors import EngineError, EngineTimeoutError, EngineUnreachableError
+from gateway.settings import EngineSettings
 
 #: Longest wait for one engine's answer to a health probe.
 PROBE_SECONDS = 1.0
@@ -34,6 +39,53 @@ async def not_checked() -> dict[str, Any]:
 
 #: Kept for callers that name the fetcher's case.
 fetcher_not_checked = not_checked
+
+
+def engine_says(engine: EngineSettings, error: EngineError | None) -> str:
+    """The engine's sentence: it answers, or its failure and what to do about it."""
+    if error is None:
+        return f"The engine {engine.label} answers."
+    if isinstance(error, EngineTimeoutError):
+        return (
+            f"{error.message} Is it still loading its model, overloaded or hung, or is the "
+            "address filtered (a firewall, IPAddressAllow= under systemd)? Chats time out "
+            "until it answers."
+        )
+    if isinstance(error, EngineUnreachableError):
+        return (
+            f"{error.message} Start the model server there (llama-server, vLLM, Ollama) or "
+            "set TIGRESS_ENGINE_URL (or engine_url); chats get 502 until it answers."
+        )
+    return error.message
+
+
+def searxng_says(part: dict[str, Any]) -> str:
+    """SearXNG's sentence: it answers, its problem (what to change), or not checked."""
+    if not part.get("checked", True):
+        return "SearXNG is not checked."
+    if part.get("ok"):
+        return f"SearXNG at {part.get('url', '')} answers."
+    return str(part.get("problem") or "SearXNG does not answer.")
+
+
+def fetcher_says(part: dict[str, Any]) -> dict[str, Any]:
+    """The fetcher's part with a sentence for it and for each target."""
+    if not part.get("checked", True):
+        return {**part, "says": "The fetcher is not checked."}
+    targets = [
+        {
+            **target,
+            "says": f"The fetcher at {target['target']} answers."
+            if target.get("ok")
+            else f"The fetcher at {target['target']} does not answer: start it "
+            "(tigress-fetcher serve, or make run) or set TIGRESS_FETCHER; pages cannot be "
+            "read until it answers.",
+        }
+        for target in part.get("targets", [])
+    ]
+    down = [t for t in targets if not t.get("ok")]
+    says = " ".join(t["says"] for t in down) if down else "The fetcher answers."
+    return {**part, "targets": targets, "says": says}
 
 
 class Health:
@@ -72,9 +124,14 @@ class Health:
         probes, searxng, fetcher = await asyncio.gather(
             self._models.probe(PROBE_SECONDS), self._searxng(), self._fetcher()
         )
-        engines = [{"engine": engine.label, "ok": ok} for engine, ok in probes]
+        engines = [
+            {"engine": engine.label, "ok": error is None, "says": engine_says(engine, error)}
+            for engine, error in probes
+        ]
+        searxng = {**searxng, "says": searxng_says(searxng)}
+        fetcher = fetcher_says(fetcher)
         healthy = (
-            all(ok for _, ok in probes)
+            all(error is None for _, error in probes)
             and searxng.get("ok") is not False
             and fetcher.get("ok") is not False
         )

@@ -38,10 +38,12 @@ process then exits 0 instead of re-raising the signal.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import resource
 import signal
+import socket
 import time
 from types import FrameType
 from typing import Any, ClassVar
@@ -162,6 +164,7 @@ class GuardedProtocol(HttpToolsProtocol):
     ``test_a_header_line_that_never_ends_is_400_at_the_cap`` and
     ``test_connections_past_the_limit_get_503_and_are_closed`` in
     ``tests/gateway/http/test_serving.py``, ``tests/gateway/http/test_fair_share.py``, and
+    ``tests/gateway/http/test_serving.py``, and
     ``test_at_the_descriptor_limit_the_gateway_keeps_serving_without_a_log_flood`` in
     ``tests/gateway/test_process.py``.
     """
@@ -425,10 +428,37 @@ def uvicorn_config(
         # The drain ends every answer by then; this only bounds a stuck clean-up.
         timeout_graceful_shutdown=round(timeouts.shutdown_grace) + 10,
         log_level=log_level,
+        # uvicorn's loggers propagate to the process's one handler (fetcher.logformat),
+        # so its lines take the same form as the gateway's.
+        log_config=None,
         # No access log: a line per request costs a write on the first-token path, and
         # client addresses are not needed (the metrics count requests).
         access_log=False,
     )
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The gateway's listening socket, bound (``SO_REUSEADDR``, as uvicorn does).
+
+    Raises:
+        OSError: The address cannot be bound (in use, not this machine's, a privileged
+            port).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, port), family=family)
+    listener.set_inheritable(True)
+    return listener
+
+
+def listen_problem(settings: Settings, error: OSError) -> str:
+    """What to tell an operator whose listen address cannot be bound, naming the setting."""
+    host = f"[{settings.listen_host}]" if ":" in settings.listen_host else settings.listen_host
+    address = f"{host}:{settings.listen_port}"
+    if error.errno == errno.EADDRINUSE:
+        why = f"{address} is already in use (another Tigress gateway, or another server?)"
+    else:
+        why = f"cannot listen on {address} ({error.strerror or error})"
+    return f"{why}; set TIGRESS_LISTEN (or listen in the TIGRESS_CONFIG file) to another address"
 
 
 class GatewayServer(uvicorn.Server):

@@ -177,6 +177,7 @@ class ChatTurn:
         memory: RequiredMemory,
         options: LoopOptions,
         filter_factory: FilterFactory = default_filter,
+        request_id: str = "",
     ) -> None:
         self._client = client
         self._engine = engine
@@ -190,7 +191,10 @@ class ChatTurn:
         self.budgets = BudgetCounter(options.budgets.searches, options.budgets.pages)
         # The user's hosts once per answer, not once per read: the text may be long.
         self._context = ToolContext(
-            self.ledger, self.budgets, tuple(hosts_in_text(user_text(messages)))
+            self.ledger,
+            self.budgets,
+            tuple(hosts_in_text(user_text(messages))),
+            request_id=request_id,
         )
         self._conversation = Conversation(messages)
         self._first_query = first_query(messages)

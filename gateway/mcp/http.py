@@ -53,6 +53,7 @@ from gateway.http.origin import OriginPolicy, OriginVerdict, cors_headers
 from gateway.mcp.sessions import McpSession, McpSessions, Refusal, Ticket
 from gateway.mcp.tools import SESSION_HEADER, McpTools
 from gateway.metrics import GatewayMetrics
+from gateway.stream.access_line import key_name
 from gateway.stream.drain import Drain
 
 log = logging.getLogger(__name__)
@@ -408,7 +409,7 @@ class McpEndpoint:
         session = self._sessions.open(ticket, session_id)
         self._metrics.mcp_session_events.labels("opened").inc()
         self._metrics.mcp_sessions.set(len(self._sessions))
-        log.info("mcp session %s… opened (key #%d)", session.session_id[:8], session.key)
+        log.info("mcp session %s… opened (key %s)", session.session_id[:8], key_name(session.key))
 
     async def _refuse(
         self, refusal: Refusal, body: _Body, scope: Scope, receive: Receive, send: Send

@@ -41,6 +41,7 @@ from gateway.errors import (
     ShuttingDownError,
 )
 from gateway.metrics import GatewayMetrics, Outcome
+from gateway.stream.access_line import ChatRecord
 from gateway.stream.events import (
     CallEnded,
     Content,
@@ -53,9 +54,11 @@ from gateway.stream.events import (
     Usage,
 )
 from gateway.stream.pump import Pump, internal_error, race_disconnect
-from gateway.tools.events import Citations, ThorEvent, Working
+from gateway.tools.events import Citations, Read, Searched, ThorEvent, Working
 
 log = logging.getLogger(__name__)
+#: The access lines, one per chat (SPEC 9).
+access_log = logging.getLogger("gateway.http.access")
 
 T = TypeVar("T")
 
@@ -83,14 +86,20 @@ def outcome_of(error: GatewayError) -> Outcome:
 
 
 class Tally:
-    """The metrics of one chat request, recorded as its events pass.
+    """The metrics and the access line of one chat request, recorded as its events pass.
 
     Created when the request arrives (the in-flight gauge counts it), closed once with
-    its outcome (a second close does nothing).
+    its outcome (a second close does nothing), which writes the chat's access line
+    (`gateway.stream.access_line`).
     """
 
     def __init__(
-        self, metrics: GatewayMetrics, *, clock: Callable[[], float] = time.monotonic
+        self,
+        metrics: GatewayMetrics,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        request_id: str = "",
+        key: int | None = None,
     ) -> None:
         self._metrics = metrics
         self._clock = clock
@@ -98,10 +107,25 @@ class Tally:
         self._first_token = False
         self._rounds = 0
         self._tokens = 0
+        self._tokens_sent = 0
+        self._searches = 0
+        self._pages = 0
         self._closed = False
+        self._request_id = request_id
+        #: The key's position (None: no keys, or not known yet).
+        self.key = key
         #: ``web``, ``proxy``, or ``none`` until the body said which.
         self.mode = "none"
+        #: The model asked for, once the body was read.
+        self.model = ""
+        #: The engine's label, once one was chosen.
+        self.engine = ""
         metrics.inflight.inc()
+
+    @property
+    def request_id(self) -> str:
+        """The chat's id ("" when the request came without one)."""
+        return self._request_id
 
     def tokens(self, count: int) -> None:
         """Model-written text went to the client; the first sets the time to first token.
@@ -115,6 +139,7 @@ class Tally:
             self._first_token = True
             self._metrics.first_token.labels(self.mode).observe(self._clock() - self._started)
         self._tokens += count
+        self._tokens_sent += count
         if self._tokens >= _TOKEN_BATCH:
             self._flush()
 
@@ -133,8 +158,14 @@ class Tally:
             self._rounds += 1
         elif isinstance(event, CallEnded):
             self._metrics.tool_calls.labels("chat", event.tool, event.outcome).inc(event.count)
-        elif isinstance(event, ToolEvent) and isinstance(event.event, Citations):
-            self._metrics.unknown_citations.inc(len(event.event.unknown))
+        elif isinstance(event, ToolEvent):
+            thor = event.event
+            if isinstance(thor, Citations):
+                self._metrics.unknown_citations.inc(len(thor.unknown))
+            elif isinstance(thor, Searched) and thor.error != "budget":
+                self._searches += len(thor.queries)
+            elif isinstance(thor, Read) and thor.ok:
+                self._pages += 1
 
     def close(self, outcome: Outcome, error: GatewayError | None = None) -> None:
         """Settle the request's outcome (once)."""
@@ -147,15 +178,30 @@ class Tally:
         metrics.chat_requests.labels(self.mode, outcome.value).inc()
         if self._rounds:
             metrics.rounds.observe(self._rounds)
-        if isinstance(error, EngineStatusError | EngineStreamError):
+        if isinstance(error, EngineError):
+            engine = error.engine or self.engine or "(not chosen)"
             metrics.engine_errors.labels(error.kind).inc()
-            # Their message is the engine's own words, which may quote the request (vLLM's
-            # validation errors echo the input): logged without it (SPEC 9).
-            log.warning("engine %s failed (%s, status %d)", error.engine, error.kind, error.status)
-        elif isinstance(error, EngineError):
-            metrics.engine_errors.labels(error.kind).inc()
-            # Operators see engine failures; the message names the engine, never its key.
-            log.warning("engine %s failed (%s): %s", error.engine, error.kind, error.message)
+            if isinstance(error, EngineStatusError | EngineStreamError):
+                # Their message is the engine's own words, which may quote the request
+                # (vLLM's validation errors echo the input): logged without it (SPEC 9).
+                log.warning("engine %s failed (%s, status %d)", engine, error.kind, error.status)
+            else:
+                # Operators see engine failures; the message names the engine, never its key.
+                log.warning("engine %s failed (%s): %s", engine, error.kind, error.message)
+        record = ChatRecord(
+            request_id=self._request_id,
+            key=self.key,
+            model=self.model,
+            engine=self.engine,
+            mode=self.mode,
+            rounds=self._rounds,
+            searches=self._searches,
+            pages=self._pages,
+            tokens=self._tokens_sent,
+            outcome=outcome.value,
+            ms=round((self._clock() - self._started) * 1000),
+        )
+        access_log.info("%s", record.line(), extra={"fields": record.fields()})
 
 
 def error_response(error: GatewayError) -> Response:

@@ -63,12 +63,15 @@ class ToolContext:
             tool allows them (rule 1).
         scope: What the ledger and budgets belong to, in the tools' words: an answer of
             the chat loop, or an MCP session.
+        request_id: The chat's id (`gateway.http.request_id`), sent with every read so the
+            fetcher's log lines of the read carry it ("" over MCP: the fetcher makes one).
     """
 
     ledger: Ledger
     budgets: BudgetCounter
     user_hosts: tuple[str, ...] = ()
     scope: prompts.Scope = prompts.Scope.ANSWER
+    request_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,6 +135,7 @@ class FetchPages:
                 ledger=context.ledger,
                 budgets=context.budgets,
                 user_hosts=context.user_hosts,
+                request_id=context.request_id,
                 deadline=max(left, 0.001),
                 scope=context.scope,
             )

@@ -471,8 +471,11 @@ def test_install_of_a_changed_unit_replaces_it_and_restarts(box: Container) -> N
 
 
 def test_uninstall_removes_all_of_it(box: Container) -> None:
-    box.run("make", "-C", "/tigress-src", "uninstall")
-    box.run("make", "-C", "/tigress-src", "uninstall")  # twice: nothing left to trip on
+    out = box.run("make", "-C", "/tigress-src", "uninstall").stdout
+    # The settings and keys are kept unless told to purge them.
+    assert "kept /etc/tigress" in out
+    assert box.sh("ls /etc/tigress") != ""
+    box.run("make", "-C", "/tigress-src", "uninstall", "PURGE=1")  # again: nothing to trip on
     left = box.sh(
         "ls -d /opt/tigress /etc/tigress /etc/sysusers.d/tigress.conf "
         "/etc/systemd/system/fetcher.service /etc/systemd/system/fetcher-metrics.socket "

@@ -308,10 +308,13 @@ async def test_with_nothing_running_health_says_what_is_missing_and_a_chat_gets_
                 f"{gateway.api}/chat/completions", json=body(stream=True), headers=AUTH
             )
     assert health["status"] == "degraded"
-    assert health["engines"] == [{"engine": engine, "ok": False}]
+    assert [(e["engine"], e["ok"]) for e in health["engines"]] == [(engine, False)]
+    assert "Start the model server there" in health["engines"][0]["says"]
     assert health["searxng"]["ok"] is False
     assert searxng_url in health["searxng"]["problem"]
-    assert health["fetcher"]["targets"] == [{"target": missing, "ok": False}]
+    assert health["searxng"]["says"] == health["searxng"]["problem"]
+    assert [(t["target"], t["ok"]) for t in health["fetcher"]["targets"]] == [(missing, False)]
+    assert f"The fetcher at {missing} does not answer: start it" in health["fetcher"]["says"]
     assert chat.status_code == 502
     assert engine in chat.json()["error"]["message"]
 
@@ -320,13 +323,28 @@ async def test_a_healthy_setup_reports_every_part(
     world: World, gateway: Gateway, http: httpx.AsyncClient
 ) -> None:
     health = (await http.get(f"{gateway.url}/healthz")).json()
+    target = world.fetcher.target
     assert health == {
         "status": "ok",
-        "engines": [{"engine": world.engine.url, "ok": True}],
-        "searxng": {"checked": True, "ok": True, "url": world.searxng.url},
+        "engines": [
+            {
+                "engine": world.engine.url,
+                "ok": True,
+                "says": f"The engine {world.engine.url} answers.",
+            }
+        ],
+        "searxng": {
+            "checked": True,
+            "ok": True,
+            "url": world.searxng.url,
+            "says": f"SearXNG at {world.searxng.url} answers.",
+        },
         "fetcher": {
             "checked": True,
             "ok": True,
-            "targets": [{"target": world.fetcher.target, "ok": True}],
+            "targets": [
+                {"target": target, "ok": True, "says": f"The fetcher at {target} answers."}
+            ],
+            "says": "The fetcher answers.",
         },
     }

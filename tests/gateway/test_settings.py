@@ -204,7 +204,9 @@ def test_python_m_gateway_serves(tmp_path: Path) -> None:
             except httpx.TransportError:
                 time.sleep(0.05)
         assert body is not None
-        assert body["engines"] == [{"engine": "http://127.0.0.1:9/v1", "ok": False}]
+        assert [(e["engine"], e["ok"]) for e in body["engines"]] == [
+            ("http://127.0.0.1:9/v1", False)
+        ]
         # The real probe asks the fetcher's health service; nothing listens there.
         assert body["fetcher"]["checked"] is True
         assert body["fetcher"]["ok"] is False

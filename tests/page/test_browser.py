@@ -10,6 +10,8 @@ is scripted (the fake engine over HTTP). See ``tests/page/stack.py``.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -19,6 +21,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from gateway.settings import EngineSettings
 from testkit.engine import MODEL, Data, Pause, Stall, chunk
 from testkit.origin import html
 from testkit.searxng import Served
@@ -562,3 +565,55 @@ def test_gateway_without_keys_never_asks_for_one(driver: WebDriver, ca: trustme.
         page.ask("Hello?")
         page.wait_text(".msg.assistant .answer", "No key needed.")
         driver.get("about:blank")
+
+
+def test_a_keyless_gateway_whose_engine_is_down_never_asks_for_a_key(
+    driver: WebDriver, ca: trustme.CA
+) -> None:
+    # Nothing listens on port 9: /v1/models answers 502 when the page loads.
+    nowhere = (EngineSettings("http://127.0.0.1:9/v1"),)
+    with Stack(ca, api_keys=(), engines=nowhere) as stack:
+        page = Page(driver, stack.url)
+        page.open()
+        notice = "return document.getElementById('notice').textContent"
+        page.until(lambda: "not answering" in driver.execute_script(notice), "the notice")
+        assert not page.visible("#forget-key")
+        page.ask("Hello?")
+        # Send says there is no model yet and asks the gateway again (whose answer is the
+        # notice again), keeping the question: never the key dialog.
+        page.until(lambda: "not answering" in driver.execute_script(notice), "asked again")
+        assert page.find("#prompt").get_attribute("value") == "Hello?"
+        assert not page.visible("#key-dialog")
+        assert not page.visible("#forget-key")
+        driver.get("about:blank")
+
+
+#: Set to a folder (e.g. docs) to write the README's screenshot there: ``TIGRESS_DOCS_SHOT=docs``.
+DOCS_SHOT = os.environ.get("TIGRESS_DOCS_SHOT", "")
+
+
+@pytest.mark.skipif(not DOCS_SHOT, reason="writes docs/page.png only when TIGRESS_DOCS_SHOT asks")
+def test_the_readmes_screenshot(page: Page, stack: Stack) -> None:
+    stack.serve("/kettle/descale", article("Descaling a kettle", "Use citric acid, then rinse."))
+    stack.script(
+        calls(search("descale a kettle")),
+        calls(fetch(stack.origin_url("/kettle/descale"))),
+        streamed(
+            say(
+                "Fill the kettle with water and two spoons of **citric acid**, boil it, let "
+                "it stand for an hour, then rinse twice [1]. In hard-water areas, descale "
+                "every month [1]."
+            )
+        ),
+    )
+    ready(page, web=True)
+    page.ask("How do I descale a kettle?")
+    page.wait_answer_done()
+    with page.emulating(phone=False, dark=False):
+        shot = page.screenshot("readme")
+    target = Path(DOCS_SHOT) / "page.png"
+    if not target.is_absolute():
+        target = Path(__file__).resolve().parents[2] / target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(shot.read_bytes())
+    assert target.read_bytes().startswith(b"\x89PNG")

@@ -501,19 +501,24 @@ async function loadModels() {
       // A first visit is not an error: just ask.
       askForKey(state.key ? result.message : "");
     } else {
+      // The gateway checks the key before anything else, so any other answer to a
+      // request without one (a 502: the engine is down) says it has no keys.
+      if (!state.key && result.status !== 0) markKeyless();
       notice(result.message);
       const saved = store.model();
       if (saved && !ui.model.value) fillModels([saved]);
     }
     return;
   }
-  if (!state.key) {
-    state.keyless = true;
-    ui.forgetKey.hidden = true;
-  }
+  if (!state.key) markKeyless();
   fillModels(result.models);
   if (!result.models.length) notice("The gateway lists no models. Check its engine settings.");
   else notice("");
+}
+
+function markKeyless() {
+  state.keyless = true;
+  ui.forgetKey.hidden = true;
 }
 
 function fillModels(models) {

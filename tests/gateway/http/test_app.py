@@ -287,11 +287,21 @@ async def test_healthz_needs_no_key_and_marks_the_fetcher_unchecked(
     body = response.json()
     assert response.status_code == 200
     # Engines are named by their configured name or address, never by position.
-    assert body["engines"] == [
-        {"engine": engine.url, "ok": True},
-        {"engine": "http://127.0.0.1:9/v1", "ok": False},
+    assert [(e["engine"], e["ok"]) for e in body["engines"]] == [
+        (engine.url, True),
+        ("http://127.0.0.1:9/v1", False),
     ]
-    assert body["fetcher"] == {"checked": False, "ok": None, "detail": "not checked"}
+    # Each part says in a sentence what answers, or why not and what to change (SPEC 2).
+    assert body["engines"][0]["says"] == f"The engine {engine.url} answers."
+    assert body["engines"][1]["says"].startswith(
+        "The model engine http://127.0.0.1:9/v1 cannot be reached. Start the model server"
+    )
+    assert body["fetcher"] == {
+        "checked": False,
+        "ok": None,
+        "detail": "not checked",
+        "says": "The fetcher is not checked.",
+    }
     assert body["status"] == "degraded"
 
 
