@@ -11,16 +11,17 @@ import inspect
 import re
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, get_args
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
 from fetcher.metrics import STOP_REASONS, Metrics
+from fetcher.pagecache import PageCache
 from fetcher.reasons import Reason
 from fetcher.settings import ENV_PREFIX, OTHER_VARIABLES, SETTING_NAMES
 from gateway.metrics import GatewayMetrics
 from gateway.settings import TABLE_KEYS, TOP_KEYS, VARIABLES
-from gateway.tools.events import ThorEvent
+from gateway.tools.events import SPEC_EVENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -82,6 +83,7 @@ def test_every_metric_is_documented_and_every_documented_one_exists() -> None:
     )
     fetcher.watch_pool(pool)
     fetcher.watch_pdfs(SimpleNamespace(busy=0, waiting=0, workers=2))  # type: ignore[arg-type]
+    fetcher.watch_cache(PageCache(max_bytes=1 << 20))
     code = registered(gateway.registry) | registered(fetcher.registry)
     text = (DOCS / "metrics.md").read_text()
     documented = names_in(
@@ -99,7 +101,7 @@ def test_every_reason_is_in_the_table_and_nothing_else() -> None:
 
 def event_types() -> set[str]:
     found: set[str] = set()
-    for kind in get_args(ThorEvent):
+    for kind in SPEC_EVENTS:
         found |= set(re.findall(r'"type": "(\w+)"', inspect.getsource(kind)))
     return found
 

@@ -220,3 +220,7 @@ class Working:
     def progress(self) -> str:
         """The event's type: the loop's own events are not sent over MCP."""
         return "working"
+
+
+#: The events SPEC 4 names (a tool may bring its own: `ThorEvent`).
+SPEC_EVENTS: tuple[type[ThorEvent], ...] = (Working, Searched, Read, Sources, Citations)
