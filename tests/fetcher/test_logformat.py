@@ -37,7 +37,7 @@ def record(message: str, level: int = logging.INFO, **extra: object) -> logging.
 
 def test_a_terminal_line_is_time_level_logger_message() -> None:
     line = line_formatter().format(record("chat 3f2a ok"))
-    assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3} INFO gateway\.access: chat 3f2a ok", line)
+    assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3} INFO gateway\.http\.access: chat 3f2a ok", line)
 
 
 @pytest.mark.parametrize(
