@@ -145,4 +145,12 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    # uvicorn's own configuration, where something applied it in this process, gives its
+    # loggers handlers of their own and stops them at "uvicorn": undo it, so its lines
+    # reach the one handler.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        for old in list(logger.handlers):
+            logger.removeHandler(old)
+        logger.propagate = True
     return handler
