@@ -153,4 +153,6 @@ def configure_logging(
         for old in list(logger.handlers):
             logger.removeHandler(old)
         logger.propagate = True
+        logger.disabled = False  # dictConfig disables the loggers it does not name
+        logger.setLevel(logging.NOTSET)  # uvicorn's log_level, if given, is set after this
     return handler
