@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,18 @@ def test_listen_comes_from_tigress_toml() -> None:
     # An Environment=TIGRESS_LISTEN would silently win over `listen` in the file.
     assert not [e for e in directives("gateway.service", "Environment") if "TIGRESS_LISTEN" in e]
     assert "#listen = " in (ROOT / "deploy" / "etc" / "tigress.toml").read_text()
+
+
+def test_the_fetchers_socket_comes_from_tigress_toml_for_both_processes() -> None:
+    # A --listen flag or an Environment=TIGRESS_FETCHER would win over [fetcher] listen,
+    # and the two processes would look in different places once an operator changed it.
+    assert not [e for e in directives("gateway.service", "Environment") if "TIGRESS_FETCHER=" in e]
+    assert not [e for e in directives("fetcher.service", "ExecStart") if "--listen" in e]
+    toml = tomllib.loads((ROOT / "deploy" / "etc" / "tigress.toml").read_text())
+    assert toml["fetcher"]["listen"] == "unix:/run/fetcher/fetcher.sock"
+    assert (
+        "RuntimeDirectory=fetcher" in (ROOT / "deploy" / "systemd" / "fetcher.service").read_text()
+    )
 
 
 def test_the_guide_makes_keys_and_ends_with_a_web_on_chat() -> None:
