@@ -44,9 +44,11 @@ from gateway.http.fetcher_health import FetcherHealth
 from gateway.http.health import (
     FetcherProbe,
     Health,
+    NotChecked,
     SearxngProbe,
     fetcher_not_checked,
     not_checked,
+    target_says,
 )
 from gateway.http.origin import OriginPolicy
 from gateway.http.page import page_routes
@@ -105,31 +107,33 @@ class _McpRoute:
         await mcp(scope, receive, send)
 
 
-def _state(part: dict[str, Any]) -> str:
-    if not part.get("checked", True):
-        return "is not checked"
-    return "answers" if part.get("ok") else "does not answer"
+def _state(ok: bool) -> str:
+    return "answers" if ok else "does not answer"
 
 
 async def _report(health: Health, settings: Settings) -> None:
     """Say at start-up where the gateway listens and whether the engines, SearXNG and the
     fetcher answer, with what to do about a part that does not."""
     answer = await health.check()
-    for engine in answer["engines"]:
-        log.info("engine %s %s", engine["engine"], _state(engine))
-        if engine.get("ok") is False:
-            log.warning("engine %s: %s", engine["engine"], engine["says"])
-    searxng = answer["searxng"]
-    log.info("SearXNG at %s %s", settings.searxng_url, _state(searxng))
-    if searxng.get("ok") is False:
-        log.warning("SearXNG: %s", searxng.get("problem", ""))
-    fetcher = answer["fetcher"]
-    for target in fetcher.get("targets", []):
-        log.info("fetcher at %s %s", target["target"], _state(target))
-        if target.get("ok") is False:
-            log.warning("fetcher at %s: %s", target["target"], target["says"])
-    if not fetcher.get("checked", True):
-        log.info("fetcher %s", _state(fetcher))
+    for engine in answer.engines:
+        log.info("engine %s %s", engine.engine, _state(engine.ok))
+        if not engine.ok:
+            log.warning("engine %s: %s", engine.engine, engine.says)
+    searxng = answer.searxng
+    if isinstance(searxng, NotChecked):
+        log.info("SearXNG at %s is not checked", settings.searxng_url)
+    else:
+        log.info("SearXNG at %s %s", settings.searxng_url, _state(searxng.ok))
+        if not searxng.ok:
+            log.warning("SearXNG: %s", searxng.problem)
+    fetcher = answer.fetcher
+    if isinstance(fetcher, NotChecked):
+        log.info("fetcher is not checked")
+    else:
+        for target in fetcher.targets:
+            log.info("fetcher at %s %s", target.target, _state(target.ok))
+            if not target.ok:
+                log.warning("fetcher at %s: %s", target.target, target_says(target))
     host = f"[{settings.listen_host}]" if ":" in settings.listen_host else settings.listen_host
     base = f"http://{host}:{settings.listen_port}"
     log.info(
@@ -252,7 +256,7 @@ def create_app(
             health = Health(
                 models,
                 fetcher_probe if fetcher_probe is not None else FetcherHealth(fetchers),
-                searxng_probe if searxng_probe is not None else searxng.health,
+                searxng_probe if searxng_probe is not None else searxng.probe,
                 cache_seconds=timeouts.health_cache,
             )
             services = Services(

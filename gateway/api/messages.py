@@ -3,18 +3,70 @@
 A `Message` keeps the object as the client sent it (``raw``: forwarded to the engine
 unchanged, unknown fields and all) beside what the gateway reads from it: the role, the
 text, and the media addresses its content parts carry.
+
+The messages the gateway writes itself have the OpenAI shapes as TypedDicts: `SystemTurn`,
+`UserTurn`, `AssistantTurn` (with its `ToolCall` list) and `ToolTurn`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 from gateway.errors import RequestError
 
 #: Content part types that carry text.
 _TEXT_PARTS = frozenset({"text", "input_text"})
+
+#: A message object as the client sent it (any fields; the engine judges them).
+RawMessage = Mapping[str, object]
+
+
+class SystemTurn(TypedDict):
+    """A system message the gateway writes (its Web switch line, when the client sent none)."""
+
+    role: Literal["system"]
+    content: str
+
+
+class UserTurn(TypedDict):
+    """A user turn of the gateway's own (the malformed-call notice, sources, answer now)."""
+
+    role: Literal["user"]
+    content: str
+
+
+class FunctionCall(TypedDict):
+    """A call's ``function``: the tool's name and its arguments as JSON text."""
+
+    name: str
+    arguments: str
+
+
+class ToolCall(TypedDict):
+    """One element of an assistant turn's ``tool_calls``."""
+
+    id: str
+    type: Literal["function"]
+    function: FunctionCall
+
+
+class AssistantTurn(TypedDict):
+    """The model's turn as the gateway enters it: its text (None beside calls with no
+    text, as OpenAI sends it) and the calls it made."""
+
+    role: Literal["assistant"]
+    content: str | None
+    tool_calls: NotRequired[list[ToolCall]]
+
+
+class ToolTurn(TypedDict):
+    """One call's result."""
+
+    role: Literal["tool"]
+    tool_call_id: str
+    content: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,10 +83,10 @@ class Message:
     role: str
     text: str
     media: tuple[str, ...]
-    raw: Mapping[str, Any]
+    raw: RawMessage
 
 
-def _media_addresses(part: Mapping[str, Any]) -> list[str]:
+def _media_addresses(part: Mapping[str, object]) -> list[str]:
     """Strings under ``url`` or ``*_url`` keys of a part, at its top level or one down
     (``{"type": "image_url", "image_url": {"url": ...}}``, ``{"type": "video_url",
     "video_url": ...}``, ``{"type": "file", "file": {"file_url": ...}}``)."""

@@ -5,8 +5,9 @@ comment lines, ``data:`` with or without the space, llama-server's old ``error:`
 and a stream that ends without a blank line or ``[DONE]``.
 
 Writing: `ChunkWriter` makes the ``chat.completion.chunk`` objects of one client turn
-(one id, one ``created``), tool events as empty-delta chunks with ``thor_event``, and
-encodes the frequent ones (content, reasoning) from pre-built bytes.
+(one id, one ``created``; typed: `Chunk`, `EventChunk`, `UsageChunk`, `Completion`),
+tool events as empty-delta chunks with ``thor_event``, and encodes the frequent ones
+(content, reasoning) from pre-built bytes.
 
 Pass-through helpers: `boundary` (where the last whole event ends), `repair_old_errors`
 (llama-server's ``error:`` field as a standard event), `count_tokens`.
@@ -21,8 +22,9 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 DONE = b"data: [DONE]\n\n"
 
@@ -98,7 +100,7 @@ class SSEDecoder:
         return None
 
 
-def encode(obj: dict[str, Any]) -> bytes:
+def encode(obj: Mapping[str, object]) -> bytes:
     """One ``data:`` event holding ``obj`` as compact JSON."""
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
@@ -154,6 +156,75 @@ def new_completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
+class Delta(TypedDict, total=False):
+    """A chunk's ``delta``: what the assistant's message gained (empty for a tool event or
+    the end)."""
+
+    role: Literal["assistant"]
+    content: str
+    reasoning_content: str
+
+
+class ChunkChoice(TypedDict):
+    """The one choice of a ``chat.completion.chunk``."""
+
+    index: int
+    delta: Delta
+    logprobs: None
+    finish_reason: str | None
+
+
+class Chunk(TypedDict):
+    """A ``chat.completion.chunk`` (role, content, reasoning, finish)."""
+
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+
+
+class EventChunk(Chunk):
+    """A tool event: a chunk with an empty delta and the ``thor_event`` field (SPEC 4)."""
+
+    thor_event: Mapping[str, object]
+
+
+class UsageChunk(Chunk):
+    """The usage chunk: no choices, the OpenAI ``usage`` object."""
+
+    usage: Mapping[str, int]
+
+
+class CompletionMessage(TypedDict):
+    """The assistant's whole message of a ``stream: false`` answer."""
+
+    role: Literal["assistant"]
+    content: str
+    reasoning_content: NotRequired[str]
+
+
+class CompletionChoice(TypedDict):
+    """The one choice of a ``chat.completion``."""
+
+    index: int
+    message: CompletionMessage
+    logprobs: None
+    finish_reason: Literal["stop"]
+
+
+class Completion(TypedDict):
+    """A ``chat.completion`` with the answer's tool events in ``thor_events``."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    thor_events: list[Mapping[str, object]]
+    usage: NotRequired[Mapping[str, int]]
+
+
 class ChunkWriter:
     """Builds the chunks of one client turn."""
 
@@ -179,7 +250,7 @@ class ChunkWriter:
         """The encoded ``reasoning_content`` chunk."""
         return self._prefix + b'"reasoning_content":' + json.dumps(text).encode() + self._suffix
 
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    def _chunk(self, delta: Delta, finish: str | None = None) -> Chunk:
         return {
             "id": self.id,
             "object": "chat.completion.chunk",
@@ -188,29 +259,34 @@ class ChunkWriter:
             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
         }
 
-    def role(self) -> dict[str, Any]:
+    def role(self) -> Chunk:
         """The first chunk: the assistant role and empty content."""
         return self._chunk({"role": "assistant", "content": ""})
 
-    def content(self, text: str) -> dict[str, Any]:
+    def content(self, text: str) -> Chunk:
         """A content delta."""
         return self._chunk({"content": text})
 
-    def reasoning(self, text: str) -> dict[str, Any]:
+    def reasoning(self, text: str) -> Chunk:
         """A ``reasoning_content`` delta, as the engine sent it."""
         return self._chunk({"reasoning_content": text})
 
-    def event(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def event(self, payload: Mapping[str, object]) -> EventChunk:
         """A tool event: empty delta plus the ``thor_event`` field."""
-        chunk = self._chunk({})
-        chunk["thor_event"] = payload
-        return chunk
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": None}],
+            "thor_event": payload,
+        }
 
-    def finish(self, reason: str = "stop") -> dict[str, Any]:
+    def finish(self, reason: str = "stop") -> Chunk:
         """The last chunk of the turn."""
         return self._chunk({}, reason)
 
-    def usage(self, usage: dict[str, Any]) -> dict[str, Any]:
+    def usage(self, usage: Mapping[str, int]) -> UsageChunk:
         """The usage chunk (empty ``choices``), only when the client asked for it."""
         return {
             "id": self.id,
@@ -226,14 +302,14 @@ class ChunkWriter:
         content: str,
         *,
         reasoning: str,
-        usage: dict[str, Any] | None,
-        events: list[dict[str, Any]],
-    ) -> dict[str, Any]:
+        usage: Mapping[str, int] | None,
+        events: list[Mapping[str, object]],
+    ) -> Completion:
         """The whole answer for ``stream: false``, events in the ``thor_events`` field."""
-        message: dict[str, Any] = {"role": "assistant", "content": content}
+        message: CompletionMessage = {"role": "assistant", "content": content}
         if reasoning:
             message["reasoning_content"] = reasoning
-        body: dict[str, Any] = {
+        body: Completion = {
             "id": self.id,
             "object": "chat.completion",
             "created": self.created,
@@ -248,6 +324,6 @@ class ChunkWriter:
         return body
 
 
-def error_event(body: dict[str, Any]) -> bytes:
+def error_event(body: Mapping[str, object]) -> bytes:
     """The final error event of a stream that already began, then ``[DONE]``."""
     return encode(body) + DONE

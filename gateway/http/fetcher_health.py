@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from fetcher.client import FetcherClient
+from gateway.http.health import FetcherPart, TargetHealth
 
 PROBE_DEADLINE = 1.0
 
@@ -26,16 +26,14 @@ class FetcherHealth:
         self._clients = tuple(clients)
         self._deadline = deadline
 
-    async def __call__(self) -> dict[str, Any]:
-        """``{"checked": true, "ok": bool, "targets": [{"target", "ok"}]}``."""
+    async def __call__(self) -> FetcherPart:
+        """Each target's answer, in the configured order."""
         answers = await asyncio.gather(
             *(client.healthy(deadline=self._deadline) for client in self._clients)
         )
-        return {
-            "checked": True,
-            "ok": all(answers),
-            "targets": [
-                {"target": client.target, "ok": ok}
+        return FetcherPart(
+            tuple(
+                TargetHealth(client.target, ok)
                 for client, ok in zip(self._clients, answers, strict=True)
-            ],
-        }
+            )
+        )

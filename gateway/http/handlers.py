@@ -21,6 +21,14 @@ from gateway.api import sse
 from gateway.api.request import ChatRequest, parse_chat_request
 from gateway.engine.proxy import proxy_events
 from gateway.errors import BodyTimeoutError, BodyTooLargeError, GatewayError, RequestError
+from gateway.http.health import (
+    FetcherPart,
+    HealthAnswer,
+    NotChecked,
+    fetcher_says,
+    searxng_says,
+    target_says,
+)
 from gateway.http.request_id import request_id_of
 from gateway.http.services import Services
 from gateway.loop.turn import ChatTurn, LoopOptions
@@ -35,6 +43,7 @@ from gateway.stream.writer import (
     error_response,
     outcome_of,
 )
+from gateway.tools.search.searxng import SearxngHealth
 
 #: What a client that went away gets (nobody reads it; nginx's word for it).
 _CLIENT_GONE = 499
@@ -183,9 +192,51 @@ async def list_models(request: Request, services: Services) -> ASGIApp:
     return JSONResponse({"object": "list", "data": data})
 
 
+def _not_checked(says: str) -> dict[str, object]:
+    return {"checked": False, "ok": None, "detail": "not checked", "says": says}
+
+
+def _searxng_json(part: SearxngHealth | NotChecked) -> dict[str, object]:
+    says = searxng_says(part)
+    if isinstance(part, NotChecked):
+        return _not_checked(says)
+    body: dict[str, object] = {"checked": True, "ok": part.ok, "url": part.url}
+    if not part.ok:
+        body["problem"] = part.problem
+    body["says"] = says
+    return body
+
+
+def _fetcher_json(part: FetcherPart | NotChecked) -> dict[str, object]:
+    says = fetcher_says(part)
+    if isinstance(part, NotChecked):
+        return _not_checked(says)
+    targets = [
+        {"target": target.target, "ok": target.ok, "says": target_says(target)}
+        for target in part.targets
+    ]
+    return {"checked": True, "ok": part.ok, "targets": targets, "says": says}
+
+
+def healthz_body(answer: HealthAnswer) -> dict[str, object]:
+    """``/healthz``'s JSON: ``{"status": "ok"|"degraded", "engines": [{"engine", "ok",
+    "says"}], "searxng": {"checked", "ok", "url"[, "problem"], "says"}, "fetcher":
+    {"checked", "ok", "targets": [{"target", "ok", "says"}], "says"}}``; a part not
+    checked is ``{"checked": false, "ok": null, "detail": "not checked", "says"}``."""
+    return {
+        "status": answer.status,
+        "engines": [
+            {"engine": engine.engine, "ok": engine.ok, "says": engine.says}
+            for engine in answer.engines
+        ],
+        "searxng": _searxng_json(answer.searxng),
+        "fetcher": _fetcher_json(answer.fetcher),
+    }
+
+
 async def healthz(request: Request, services: Services) -> ASGIApp:
-    """``GET /healthz`` (no key): engines and fetcher, cached briefly."""
-    return JSONResponse(await services.health.check())
+    """``GET /healthz`` (no key): engines, SearXNG and fetcher, cached briefly."""
+    return JSONResponse(healthz_body(await services.health.check()))
 
 
 async def metrics(request: Request, services: Services) -> ASGIApp:

@@ -16,25 +16,42 @@ Tool results are the one exception a role may repeat: each call gets its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from gateway.api.messages import Message
+from gateway.api.messages import (
+    AssistantTurn,
+    Message,
+    RawMessage,
+    SystemTurn,
+    ToolCall,
+    ToolTurn,
+    UserTurn,
+)
+
+#: A turn the gateway adds to the client's messages.
+OwnTurn = AssistantTurn | ToolTurn | UserTurn
+#: One message of the list sent: the client's (as it came, or a copy with text joined),
+#: the gateway's system line, or a turn of its own.
+SentMessage = RawMessage | SystemTurn | OwnTurn
 
 
-def _with_text(message: Mapping[str, Any], text: str, *, before: bool) -> dict[str, Any]:
-    """A copy of ``message`` with ``text`` joined to its content (a blank line between)."""
+def _joined(old: str, text: str, *, before: bool) -> str:
+    """``text`` joined to ``old`` with a blank line between (``text`` alone if ``old`` is empty)."""
+    if not old:
+        return text
+    return f"{text}\n\n{old}" if before else f"{old}\n\n{text}"
+
+
+def _with_text(message: RawMessage, text: str, *, before: bool) -> RawMessage:
+    """A copy of the client's ``message`` with ``text`` joined to its content, every other
+    field kept: a text part beside its parts, or a blank line between strings."""
     copy = dict(message)
     content = copy.get("content")
     if isinstance(content, list):
         part = {"type": "text", "text": text}
         copy["content"] = [part, *content] if before else [*content, part]
     else:
-        old = content if isinstance(content, str) else ""
-        if not old:
-            copy["content"] = text
-        else:
-            copy["content"] = f"{text}\n\n{old}" if before else f"{old}\n\n{text}"
+        copy["content"] = _joined(content if isinstance(content, str) else "", text, before=before)
     return copy
 
 
@@ -43,22 +60,26 @@ class Conversation:
 
     def __init__(self, client: Sequence[Message]) -> None:
         self._client = [m.raw for m in client]
-        self._own: list[dict[str, Any]] = []
+        self._own: list[OwnTurn] = []
 
     @property
-    def own(self) -> list[dict[str, Any]]:
+    def own(self) -> list[OwnTurn]:
         """The turns the gateway added (a copy)."""
         return list(self._own)
 
-    def add_assistant(self, text: str, calls: Sequence[Mapping[str, Any]]) -> None:
+    def add_assistant(self, text: str, calls: Sequence[ToolCall]) -> None:
         """The model's turn: its visible text and the calls it made (already vetted).
 
         With calls, blank text is sent as null, as OpenAI does.
         """
-        turn: dict[str, Any] = {"role": "assistant", "content": text if text.strip() else ""}
         if calls:
-            turn["content"] = text if text.strip() else None
-            turn["tool_calls"] = list(calls)
+            turn: AssistantTurn = {
+                "role": "assistant",
+                "content": text if text.strip() else None,
+                "tool_calls": list(calls),
+            }
+        else:
+            turn = {"role": "assistant", "content": text if text.strip() else ""}
         self._own.append(turn)
 
     def add_tool(self, call_id: str, text: str) -> None:
@@ -67,24 +88,26 @@ class Conversation:
 
     def add_user(self, text: str) -> None:
         """A user turn of the gateway's own, joined to a user turn right before it."""
-        if self._own and self._own[-1]["role"] == "user":
-            self._own[-1] = _with_text(self._own[-1], text, before=False)
+        last = self._own[-1] if self._own else None
+        if last is not None and last["role"] == "user":
+            joined = _joined(last["content"], text, before=False)
+            self._own[-1] = {"role": "user", "content": joined}
         else:
             self._own.append({"role": "user", "content": text})
 
-    def messages(self, system: str) -> list[Mapping[str, Any]]:
+    def messages(self, system: str) -> list[SentMessage]:
         """The list to send: the system line merged in front, then everything."""
-        client = list(self._client)
-        first = client[0] if client else None
+        client: list[SentMessage] = list(self._client)
+        first = self._client[0] if self._client else None
         if first is not None and first.get("role") == "system":
             client[0] = _with_text(first, system, before=True)
         else:
             client.insert(0, {"role": "system", "content": system})
-        own = self._own
-        if own and own[0]["role"] == "user" and client[-1].get("role") == "user":
+        own: list[OwnTurn] = self._own
+        last = client[-1]
+        if own and own[0]["role"] == "user" and last.get("role") == "user":
             # The gateway's first turn is a user turn right after the client's question
             # (a tool round that wrote nothing): one user turn, not two.
-            text = own[0]["content"]
-            client[-1] = _with_text(client[-1], text if isinstance(text, str) else "", before=False)
+            client[-1] = _with_text(last, own[0]["content"], before=False)
             own = own[1:]
         return [*client, *own]

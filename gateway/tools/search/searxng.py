@@ -15,7 +15,6 @@ import asyncio
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
@@ -88,13 +87,6 @@ class SearxngHealth:
     url: str
     problem: str = ""
     cause: FailureCause | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        """``{"checked": true, "ok": ..., "url": ...[, "problem": ...]}``."""
-        body: dict[str, Any] = {"checked": True, "ok": self.ok, "url": self.url}
-        if not self.ok:
-            body["problem"] = self.problem
-        return body
 
 
 def search_parameters(
@@ -200,10 +192,6 @@ class SearxngClient:
                 return SearxngHealth(ok=True, url=self.base_url)
             found = failure(FailureCause.HTTP_STATUS, origin=self.base_url, status=status)
         return SearxngHealth(ok=False, url=self.base_url, problem=found.operator, cause=found.cause)
-
-    async def health(self) -> dict[str, Any]:
-        """SearXNG's part of ``/healthz``: :meth:`probe`, as JSON."""
-        return (await self.probe()).as_json()
 
     async def _get(self, path: str, params: dict[str, str]) -> tuple[int, str, bytes, str | None]:
         url = self.base_url + path

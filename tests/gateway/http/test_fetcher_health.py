@@ -11,6 +11,7 @@ import pytest
 from fetcher.client import FetcherClient
 from fetcher.report import Report
 from gateway.http.fetcher_health import FetcherHealth
+from gateway.http.health import FetcherPart, TargetHealth
 from testkit.engine import FakeEngine
 from testkit.fetcher import running_fetcher, unix_settings
 from tests.gateway.conftest import GatewayFactory
@@ -28,11 +29,7 @@ async def fetcher_target(sock_dir: Path) -> AsyncIterator[str]:
 
 async def test_running_fetcher_is_reported_healthy(fetcher_target: str) -> None:
     async with FetcherClient(fetcher_target) as client:
-        assert await FetcherHealth([client])() == {
-            "checked": True,
-            "ok": True,
-            "targets": [{"target": fetcher_target, "ok": True}],
-        }
+        assert await FetcherHealth([client])() == FetcherPart((TargetHealth(fetcher_target, True),))
 
 
 async def test_missing_fetcher_is_reported_down_without_raising(
@@ -41,11 +38,8 @@ async def test_missing_fetcher_is_reported_down_without_raising(
     missing = f"unix:{sock_dir / 'nobody.sock'}"
     async with FetcherClient(fetcher_target) as up, FetcherClient(missing) as down:
         answer = await FetcherHealth([up, down], deadline=0.5)()
-    assert answer["ok"] is False
-    assert answer["targets"] == [
-        {"target": fetcher_target, "ok": True},
-        {"target": missing, "ok": False},
-    ]
+    assert answer.ok is False
+    assert answer.targets == (TargetHealth(fetcher_target, True), TargetHealth(missing, False))
 
 
 async def test_healthz_reports_the_fetcher(
