@@ -265,16 +265,22 @@ def problem(unknown: list[str], origin: str, where: str = "") -> Bad | None:
 
 
 def build(
-    make: Callable[..., T], values: Mapping[str, object], prefix: str = "", **first: object
+    make: Callable[..., T],
+    values: Mapping[str, object],
+    prefix: str = "",
+    defaults: Mapping[str, object] | None = None,
+    **explicit: object,
 ) -> T:
     """``make`` (a settings dataclass) from the values given under ``prefix`` (a table's
-    ``budgets.``), over ``first``; what neither gives keeps the dataclass default."""
+    ``budgets.``) that are its fields: over ``defaults``, under ``explicit``; what none
+    gives keeps the dataclass default."""
+    names = getattr(make, "__dataclass_fields__")  # noqa: B009
     given = {
         name.removeprefix(prefix): value
         for name, value in values.items()
-        if name.startswith(prefix) and "." not in name.removeprefix(prefix)
+        if name.startswith(prefix) and name.removeprefix(prefix) in names
     }
-    return make(**(first | given))
+    return make(**(dict(defaults or {}) | given | explicit))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -199,7 +199,7 @@ def _bundle(raw: str) -> CaBundle | Bad | None:
     return read_ca_bundle(Path(raw)) if raw else None
 
 
-_FIELDS: dict[str, Field] = {
+FIELDS: dict[str, Field] = {
     "listen": Field(
         "list",
         text_in_toml=True,
@@ -309,20 +309,20 @@ _FIELDS: dict[str, Field] = {
     ),
 }
 # Each setting's variable is TIGRESS_FETCHER_<NAME>.
-_FIELDS = {
+FIELDS = {
     name: dataclasses.replace(field, variable=ENV_PREFIX + name.upper())
-    for name, field in _FIELDS.items()
+    for name, field in FIELDS.items()
 }
 
 #: Every setting's name, in the order of the table above (``serve`` makes a flag of each).
-SETTING_NAMES: tuple[str, ...] = tuple(_FIELDS)
+SETTING_NAMES: tuple[str, ...] = tuple(FIELDS)
 #: Variables the fetcher reads besides ``TIGRESS_FETCHER_<NAME>``.
 OTHER_VARIABLES = ("TIGRESS_FETCHER_CONFIG",)
 
 
 def flag_help(name: str) -> tuple[str, str, tuple[str, ...]]:
     """The ``serve --<name>`` flag's help text, metavar and choices (empty: any value)."""
-    field = _FIELDS[name]
+    field = FIELDS[name]
     return field.help, field.metavar, field.choices
 
 
@@ -436,17 +436,17 @@ def load_settings(
         table = document.get("fetcher", {})
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: [fetcher] must be a table")
-        unknown = problem(unknown_keys(table, _FIELDS), str(path), " in [fetcher]")
+        unknown = problem(unknown_keys(table, FIELDS), str(path), " in [fetcher]")
         if unknown is not None:
             raise ConfigError(unknown.message)
-    given = read(_FIELDS, table, f"{path} [fetcher]", environ)
+    given = read(FIELDS, table, f"{path} [fetcher]", environ)
     if isinstance(given, Bad):
         raise ConfigError(given.message)
     values |= given
     for name, raw in (overrides or {}).items():
         if raw is not None:
             flag = f"--{name.replace('_', '-')}"
-            value = convert(_FIELDS[name], raw, name, flag, text=True)
+            value = convert(FIELDS[name], raw, name, flag, text=True)
             if isinstance(value, Bad):
                 raise ConfigError(value.message)
             values[name] = value
@@ -468,7 +468,7 @@ def changes(settings: Settings, *, base: Path | None = None) -> str:
     defaults = Settings(listen=(parse_listen(f"unix:{DEV_SOCKET}", base=base),))
     changed = [
         f"{name} = {_shown(getattr(settings, name))}"
-        for name in _FIELDS
+        for name in FIELDS
         if name != "listen" and getattr(settings, name) != getattr(defaults, name)
     ]
     if not changed:
@@ -492,5 +492,5 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     Returns:
         One description per unknown variable (``fetcher.names.unknown_names``), sorted.
     """
-    known = [field.variable for field in _FIELDS.values()] + list(OTHER_VARIABLES)
+    known = [field.variable for field in FIELDS.values()] + list(OTHER_VARIABLES)
     return config.unknown_variables(environ, known, prefix=ENV_PREFIX)
