@@ -6,9 +6,11 @@ variables, then command-line flags. Every value is checked once, here; a bad one
 start-up with a :class:`~fetcher.errors.ConfigError` that names the setting, where it came
 from and what was wrong. Unknown keys in the TOML table are errors too (a typo must not
 silently leave a default in force): all of them are named at once, each with the setting
-it most likely meant (``fetcher.names``). Unknown ``TIGRESS_FETCHER_*`` variables are named
-the same way by :func:`unknown_variables`, which ``serve`` logs as a warning, not an error:
-the environment is shared with the operator's shell, and a stray variable changes nothing.
+it most likely meant. The rules are the gateway's too: this module declares the settings
+(one :class:`~fetcher.config.Field` each), ``fetcher.config`` reads and checks them.
+Unknown ``TIGRESS_FETCHER_*`` variables are named the same way by
+:func:`unknown_variables`, which ``serve`` logs as a warning, not an error: the
+environment is shared with the operator's shell, and a stray variable changes nothing.
 
 This module only decides; it opens no socket. The composition root (``fetcher.server``)
 turns a :class:`Settings` into listeners.
@@ -17,55 +19,38 @@ turns a :class:`Settings` into listeners.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
-import math
 import ssl
-import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fetcher import config
+from fetcher.config import (
+    Bad,
+    Field,
+    convert,
+    problem,
+    read,
+    read_toml,
+    unknown_keys,
+)
 from fetcher.errors import ConfigError
 from fetcher.isolation.zygote import WorkLimits
-from fetcher.names import unknown_names
 from fetcher.net.domains import DomainLists, parse_domains
 from fetcher.net.download import PDF_MAX_BYTES, PDF_MAX_BYTES_CEILING
 from fetcher.net.urls import Refused
 from fetcher.pdf.reader import CRAWL_CHAR_LIMIT
 from fetcher.pdf.result import PdfLimits
 
+#: Where a listen address is parsed (shared with the gateway); callers name them here.
+Listen = config.Listen
+parse_listen = config.parse_listen
+
 ENV_PREFIX = "TIGRESS_FETCHER_"
 #: The development socket, relative to the directory the processes are started from
 #: (the project root under ``make run``); production passes ``unix:/run/fetcher/fetcher.sock``.
 DEV_SOCKET = Path("run") / "fetcher.sock"
 MIB = 1024 * 1024
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Listen:
-    """One address to serve gRPC on.
-
-    Attributes:
-        target: The gRPC address string (``unix:/abs/path`` or ``host:port``).
-        unix_path: The socket's path for a Unix listener, else ``None``.
-        host: The host of a TCP listener (an IP address or a name), else ``None``.
-    """
-
-    target: str
-    unix_path: Path | None = None
-    host: str | None = None
-
-    @property
-    def is_loopback(self) -> bool:
-        """True for a Unix socket or a TCP address on the loopback interface."""
-        if self.unix_path is not None:
-            return True
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host or "").is_loopback
-        except ValueError:
-            return False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -192,89 +177,59 @@ class Settings:
         return self.tls_cert_file is not None
 
 
-def parse_listen(value: str, *, base: Path | None = None) -> Listen:
-    """Parses one listen address.
-
-    Args:
-        value: ``unix:PATH``, ``unix:///PATH`` or ``HOST:PORT`` (``[v6]:PORT`` for IPv6).
-        base: Directory that a relative Unix path is resolved against (the working
-            directory when ``None``).
-
-    Returns:
-        The parsed address, with a Unix path made absolute.
-
-    Raises:
-        ValueError: The address has no usable form; the message says why.
-    """
-    value = value.strip()
-    if value.startswith("unix-abstract:"):
-        # Abstract sockets ignore file permissions: anyone on the host could connect.
-        raise ValueError("abstract Unix sockets have no permissions; use unix:PATH")
-    if value.startswith("unix:"):
-        raw = value.removeprefix("unix:")
-        if raw.startswith("//"):
-            raw = raw.removeprefix("//")
-        if not raw:
-            raise ValueError("unix: needs a path")
-        path = Path(raw)
-        if not path.is_absolute():
-            path = (base or Path.cwd()) / path
-        return Listen(target=f"unix:{path}", unix_path=path)
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not host:
-        raise ValueError("expected unix:PATH or HOST:PORT")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError("write an IPv6 address in brackets: [::1]:PORT")
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"port {port_text!r} is not a number from 1 to 65535")
-    shown = f"[{host}]" if ":" in host else host
-    return Listen(target=f"{shown}:{int(port_text)}", host=host)
+def _listens(items: tuple[str, ...]) -> tuple[Listen, ...] | Bad:
+    if not items:
+        return Bad("at least one address is needed")
+    try:
+        return tuple(parse_listen(item) for item in items)
+    except ValueError as exc:
+        return Bad(str(exc))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Field:
-    kind: str  # "int", "float", "str", "path", "listen", "ca_bundle", "domains"
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] = ()
-    #: Said after the maximum when a value is over it (why the maximum is what it is).
-    ceiling: str = ""
-    #: The ``serve --<name>`` flag's help text.
-    help: str = ""
-    #: The flag's metavar.
-    metavar: str = "N"
+def _domains(items: tuple[str, ...]) -> tuple[str, ...] | Bad:
+    parsed = parse_domains(items)
+    return Bad(parsed.detail) if isinstance(parsed, Refused) else parsed
 
 
-_FIELDS: dict[str, _Field] = {
-    "listen": _Field(
-        "listen",
+def _path(raw: str) -> Path | None:
+    return Path(raw) if raw else None
+
+
+def _bundle(raw: str) -> CaBundle | Bad | None:
+    return read_ca_bundle(Path(raw)) if raw else None
+
+
+FIELDS: dict[str, Field] = {
+    "listen": Field(
+        "list",
+        text_in_toml=True,
+        items="addresses",
+        check=_listens,
         help="where to serve gRPC, comma-separated (default: unix:run/fetcher.sock)",
         metavar="unix:PATH|HOST:PORT",
     ),
-    "max_concurrent_reads": _Field(
+    "max_concurrent_reads": Field(
         "int", 1, 10_000, help="reads handled at once; one more is refused (default: 16)"
     ),
-    "read_deadline_seconds": _Field(
+    "read_deadline_seconds": Field(
         "float", 1, 600, help="the longest a read may take (default: 30)", metavar="S"
     ),
-    "deadline_margin_seconds": _Field(
+    "deadline_margin_seconds": Field(
         "float",
         0,
         10,
         help="kept back from the caller's deadline for the report (default: 0.25)",
         metavar="S",
     ),
-    "shutdown_grace_seconds": _Field(
+    "shutdown_grace_seconds": Field(
         "float", 0, 600, help="after SIGTERM, how long reads may finish (default: 10)", metavar="S"
     ),
-    "crawl_concurrency": _Field(
+    "crawl_concurrency": Field(
         "int", 1, 64, help="pages of one hop downloaded at once (default: 4)"
     ),
-    "render_workers": _Field("int", 1, 32, help="page rendering processes (default: 2)"),
-    "pdf_workers": _Field("int", 1, 16, help="PDF reading processes at once (default: 2)"),
-    "worker_memory_mib": _Field(
+    "render_workers": Field("int", 1, 32, help="page rendering processes (default: 2)"),
+    "pdf_workers": Field("int", 1, 16, help="PDF reading processes at once (default: 2)"),
+    "worker_memory_mib": Field(
         "int",
         128,
         512,
@@ -282,19 +237,19 @@ _FIELDS: dict[str, _Field] = {
         help="address space of every render and PDF worker in MiB (default: 256)",
         metavar="MIB",
     ),
-    "page_cpu_seconds": _Field(
+    "page_cpu_seconds": Field(
         "int", 1, 30, help="CPU time of one page's render (default: 3)", metavar="S"
     ),
-    "page_wall_seconds": _Field(
+    "page_wall_seconds": Field(
         "float", 1, 60, help="wall-clock time of one page's render (default: 10)", metavar="S"
     ),
-    "pdf_cpu_seconds": _Field(
+    "pdf_cpu_seconds": Field(
         "int", 1, 30, help="CPU time of one PDF's reading (default: 5)", metavar="S"
     ),
-    "pdf_wall_seconds": _Field(
+    "pdf_wall_seconds": Field(
         "float", 1, 60, help="wall-clock time of one PDF's reading (default: 8)", metavar="S"
     ),
-    "pdf_max_bytes": _Field(
+    "pdf_max_bytes": Field(
         "int",
         64 * 1024,
         PDF_MAX_BYTES_CEILING,
@@ -302,154 +257,84 @@ _FIELDS: dict[str, _Field] = {
         help="a PDF's body limit in bytes (default: 16 MiB, at most 64 MiB)",
         metavar="BYTES",
     ),
-    "max_message_bytes": _Field(
+    "max_message_bytes": Field(
         "int", 64 * 1024, 64 * MIB, help="gRPC message size limit (default: 1 MiB)", metavar="BYTES"
     ),
-    "metrics_listen": _Field(
+    "metrics_listen": Field(
         "str", help="a /metrics port of its own (development)", metavar="HOST:PORT"
     ),
-    "log_sink": _Field(
+    "log_sink": Field(
         "str", choices=("auto", "journal", "json"), help="fetch log sink (default: auto)"
     ),
-    "tls_cert_file": _Field(
-        "path", help="server certificate of TCP listeners (mutual TLS)", metavar="PEM"
+    "tls_cert_file": Field(
+        "str", check=_path, help="server certificate of TCP listeners (mutual TLS)", metavar="PEM"
     ),
-    "tls_key_file": _Field("path", help="the server certificate's private key", metavar="PEM"),
-    "tls_client_ca_file": _Field(
-        "path", help="CA that client certificates must chain to", metavar="PEM"
+    "tls_key_file": Field(
+        "str", check=_path, help="the server certificate's private key", metavar="PEM"
     ),
-    "extra_ca_file": _Field(
-        "ca_bundle",
+    "tls_client_ca_file": Field(
+        "str", check=_path, help="CA that client certificates must chain to", metavar="PEM"
+    ),
+    "extra_ca_file": Field(
+        "str",
+        check=_bundle,
         help="CAs trusted in addition to the system store (an egress proxy's)",
         metavar="PEM",
     ),
-    "deny_domains": _Field(
-        "domains", help="domains never read, nor their subdomains", metavar="DOMAIN,..."
+    "deny_domains": Field(
+        "list",
+        text_in_toml=True,
+        items="domains",
+        check=_domains,
+        help="domains never read, nor their subdomains",
+        metavar="DOMAIN,...",
     ),
-    "allow_domains": _Field(
-        "domains",
+    "allow_domains": Field(
+        "list",
+        text_in_toml=True,
+        items="domains",
+        check=_domains,
         help="when set, the only domains read (and their subdomains)",
         metavar="DOMAIN,...",
     ),
-    "cache_bytes": _Field(
+    "cache_bytes": Field(
         "int",
         0,
         4096 * MIB,
         help="page cache size in bytes; 0 turns it off (default: 64 MiB)",
         metavar="BYTES",
     ),
-    "cache_seconds": _Field(
+    "cache_seconds": Field(
         "float", 1, 86_400, help="how long a page stays cached (default: 600)", metavar="S"
     ),
 }
+# Each setting's variable is TIGRESS_FETCHER_<NAME>.
+FIELDS = {
+    name: dataclasses.replace(field, variable=ENV_PREFIX + name.upper())
+    for name, field in FIELDS.items()
+}
 
 #: Every setting's name, in the order of the table above (``serve`` makes a flag of each).
-SETTING_NAMES: tuple[str, ...] = tuple(_FIELDS)
+SETTING_NAMES: tuple[str, ...] = tuple(FIELDS)
 #: Variables the fetcher reads besides ``TIGRESS_FETCHER_<NAME>``.
 OTHER_VARIABLES = ("TIGRESS_FETCHER_CONFIG",)
 
 
 def flag_help(name: str) -> tuple[str, str, tuple[str, ...]]:
     """The ``serve --<name>`` flag's help text, metavar and choices (empty: any value)."""
-    field = _FIELDS[name]
+    field = FIELDS[name]
     return field.help, field.metavar, field.choices
 
 
-def _convert(name: str, field: _Field, raw: object, source: str) -> object:
-    """Turns one raw value (TOML value, variable text or flag text) into its typed form."""
-
-    def bad(why: str) -> ConfigError:
-        return ConfigError(f"{source}: bad value {raw!r} for {name}: {why}")
-
-    if field.kind == "listen":
-        items: list[object]
-        if isinstance(raw, str):
-            items = [part for part in raw.split(",") if part.strip()]
-        elif isinstance(raw, list):
-            items = list(raw)
-        else:
-            raise bad("expected a string or a list of strings")
-        if not items:
-            raise bad("at least one address is needed")
-        parsed = []
-        for item in items:
-            if not isinstance(item, str):
-                raise bad("expected a string or a list of strings")
-            try:
-                parsed.append(parse_listen(item))
-            except ValueError as exc:
-                raise bad(str(exc)) from exc
-        return tuple(parsed)
-    if field.kind == "domains":
-        return _domains(raw, bad)
-    if field.kind in ("int", "float"):
-        number: float
-        if isinstance(raw, bool):
-            raise bad("expected a number")
-        if isinstance(raw, int | float):
-            number = raw
-        elif isinstance(raw, str):
-            try:
-                number = int(raw) if field.kind == "int" else float(raw)
-            except ValueError as exc:
-                raise bad(
-                    f"expected {'an integer' if field.kind == 'int' else 'a number'}"
-                ) from exc
-        else:
-            raise bad("expected a number")
-        if field.kind == "int" and not isinstance(number, int):
-            raise bad("expected an integer")
-        if not math.isfinite(number):
-            raise bad("expected a finite number")
-        if field.minimum is not None and number < field.minimum:
-            raise bad(f"must be at least {_bound(field.minimum, field.kind)}")
-        if field.maximum is not None and number > field.maximum:
-            note = f" ({field.ceiling})" if field.ceiling else ""
-            raise bad(f"must be at most {_bound(field.maximum, field.kind)}{note}")
-        return int(number) if field.kind == "int" else float(number)
-    if not isinstance(raw, str):
-        raise bad("expected a string")
-    if field.choices and raw not in field.choices:
-        raise bad(f"expected one of {', '.join(field.choices)}")
-    if field.kind == "path":
-        return Path(raw) if raw else None
-    if field.kind == "ca_bundle":
-        return read_ca_bundle(Path(raw), source) if raw else None
-    return raw
-
-
-def _domains(raw: object, bad: Callable[[str], ConfigError]) -> tuple[str, ...]:
-    """A domain list: a TOML list of strings, or comma-separated text (variables, flags)."""
-    if isinstance(raw, str):
-        entries = raw.split(",")
-    elif isinstance(raw, list) and all(isinstance(item, str) for item in raw):
-        entries = raw
-    else:
-        raise bad("expected a list of domains (or comma-separated text)")
-    parsed = parse_domains(entries)
-    if isinstance(parsed, Refused):
-        raise bad(parsed.detail)
-    return parsed
-
-
-def _bound(value: float, kind: str) -> str:
-    """A bound as people read it: whole numbers in full (67108864, not 6.71089e+07)."""
-    return str(int(value)) if kind == "int" else f"{value:g}"
-
-
-def read_ca_bundle(path: Path, source: str) -> CaBundle:
+def read_ca_bundle(path: Path) -> CaBundle | Bad:
     """Reads the extra certificate authorities once, at start-up.
 
     Args:
         path: A PEM file with one or more certificates.
-        source: Where the setting came from, for the message.
 
     Returns:
-        The certificates' text and count.
-
-    Raises:
-        ConfigError: The file cannot be read or holds no valid PEM certificate; the
-            message names ``extra_ca_file``.
+        The certificates' text and count, or why they cannot be used (the file cannot
+        be read or holds no valid PEM certificate).
 
     # Security
     Every certificate in the file can vouch for any host name, so whoever holds one of
@@ -459,23 +344,19 @@ def read_ca_bundle(path: Path, source: str) -> CaBundle:
     exactly readable PEM stops start-up rather than silently trusting less or more.
     Proved by ``tests/fetcher/net/test_extra_ca.py``.
     """
-
-    def bad(why: str) -> ConfigError:
-        return ConfigError(f"{source}: bad value {str(path)!r} for extra_ca_file: {why}")
-
     try:
         text = path.read_text(encoding="ascii")
     except OSError as exc:
-        raise bad(f"cannot be read ({exc.strerror})") from exc
-    except UnicodeDecodeError as exc:
-        raise bad("not a PEM file (DER? convert it with openssl x509 -inform der)") from exc
+        return Bad(f"cannot be read ({exc.strerror})")
+    except UnicodeDecodeError:
+        return Bad("not a PEM file (DER? convert it with openssl x509 -inform der)")
     count = text.count("-----BEGIN CERTIFICATE-----")
     if count == 0:
-        raise bad("no PEM certificate in it")
+        return Bad("no PEM certificate in it")
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=text)
     except ssl.SSLError as exc:
-        raise bad(f"not a valid PEM certificate bundle ({exc.reason or exc})") from exc
+        return Bad(f"not a valid PEM certificate bundle ({exc.reason or exc})")
     return CaBundle(path=path, pem=text, certificates=count)
 
 
@@ -542,38 +423,34 @@ def load_settings(
     ``tests/fetcher/test_service_settings.py::test_bad_value_stops_start_up_naming_it``.
     """
     values: dict[str, object] = {"listen": (parse_listen(f"unix:{DEV_SOCKET}"),)}
+    named_by = "--config" if config_file else "TIGRESS_FETCHER_CONFIG"
+    if config_file is None and not environ.get(named_by):
+        named_by = "TIGRESS_CONFIG"
     path_text = environ.get("TIGRESS_FETCHER_CONFIG") or environ.get("TIGRESS_CONFIG")
     path = config_file or (Path(path_text) if path_text else None)
+    table: dict[str, Any] = {}
     if path is not None:
-        table = _read_toml(path)
-        unknown = unknown_names(table, _FIELDS)
-        if unknown:
-            plural = "s" if len(unknown) > 1 else ""
-            raise ConfigError(f"{path}: unknown setting{plural} in [fetcher]: {', '.join(unknown)}")
-        for name, raw in table.items():
-            values[name] = _convert(name, _FIELDS[name], raw, f"{path} [fetcher]")
-    for name, field in _FIELDS.items():
-        variable = ENV_PREFIX + name.upper()
-        if variable in environ:
-            values[name] = _convert(name, field, environ[variable], variable)
+        document = read_toml(path, named_by)
+        if isinstance(document, Bad):
+            raise ConfigError(document.message)
+        table = document.get("fetcher", {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: [fetcher] must be a table")
+        unknown = problem(unknown_keys(table, FIELDS), str(path), " in [fetcher]")
+        if unknown is not None:
+            raise ConfigError(unknown.message)
+    given = read(FIELDS, table, f"{path} [fetcher]", environ)
+    if isinstance(given, Bad):
+        raise ConfigError(given.message)
+    values |= given
     for name, raw in (overrides or {}).items():
         if raw is not None:
-            values[name] = _convert(name, _FIELDS[name], raw, f"--{name.replace('_', '-')}")
+            flag = f"--{name.replace('_', '-')}"
+            value = convert(FIELDS[name], raw, name, flag, text=True)
+            if isinstance(value, Bad):
+                raise ConfigError(value.message)
+            values[name] = value
     return _check_whole(Settings(**values))  # type: ignore[arg-type]
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as file:
-            document = tomllib.load(file)
-    except OSError as exc:
-        raise ConfigError(f"config file {str(path)!r} cannot be read: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from exc
-    table = document.get("fetcher", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [fetcher] must be a table")
-    return table
 
 
 def changes(settings: Settings, *, base: Path | None = None) -> str:
@@ -591,7 +468,7 @@ def changes(settings: Settings, *, base: Path | None = None) -> str:
     defaults = Settings(listen=(parse_listen(f"unix:{DEV_SOCKET}", base=base),))
     changed = [
         f"{name} = {_shown(getattr(settings, name))}"
-        for name in _FIELDS
+        for name in FIELDS
         if name != "listen" and getattr(settings, name) != getattr(defaults, name)
     ]
     if not changed:
@@ -615,6 +492,5 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     Returns:
         One description per unknown variable (``fetcher.names.unknown_names``), sorted.
     """
-    known = [ENV_PREFIX + name.upper() for name in _FIELDS] + list(OTHER_VARIABLES)
-    given = sorted(name for name in environ if name.startswith(ENV_PREFIX))
-    return unknown_names(given, known)
+    known = [field.variable for field in FIELDS.values()] + list(OTHER_VARIABLES)
+    return config.unknown_variables(environ, known, prefix=ENV_PREFIX)

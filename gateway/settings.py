@@ -68,18 +68,21 @@ The TOML file (path in ``TIGRESS_CONFIG``)::
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from fetcher import config
 from fetcher.client import NO_LISTS, DomainLists, parse_domains
-from fetcher.names import unknown_names
+from fetcher.config import Bad, Field, build, convert, read, where
+
+T = TypeVar("T")
 
 DEFAULT_ENGINE_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_SEARXNG_URL = "http://127.0.0.1:8888"
@@ -271,142 +274,143 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """
     env = os.environ if environ is None else environ
     table: dict[str, Any] = {}
-    config_path = env.get("TIGRESS_CONFIG")
-    if config_path:
-        table = _read_toml(config_path)
-    toml = _Source(table, f"{config_path}")
-
-    unknown = unknown_keys(table)
-    if unknown:
-        plural = "s" if len(unknown) > 1 else ""
-        raise SettingsError(f"{config_path}: unknown setting{plural}: {', '.join(unknown)}")
-
-    listen = env.get("TIGRESS_LISTEN") or toml.str_("listen", DEFAULT_LISTEN)
-    where = "TIGRESS_LISTEN" if env.get("TIGRESS_LISTEN") else "listen"
-    host, port = parse_listen(listen, where)
-
-    engines = _engines(table, env, toml)
-    searxng_url = env.get("TIGRESS_SEARXNG_URL") or toml.str_("searxng_url", DEFAULT_SEARXNG_URL)
-    _check_http_url(searxng_url, "TIGRESS_SEARXNG_URL / searxng_url")
-
-    fetcher_env = env.get("TIGRESS_FETCHER")
-    if fetcher_env:
-        fetcher = tuple(t.strip() for t in fetcher_env.split(",") if t.strip())
-    else:
-        raw = table.get("fetcher_target", _fetcher_listen(table) or [DEFAULT_FETCHER])
-        raw = [raw] if isinstance(raw, str) else raw
-        if not isinstance(raw, list) or not all(isinstance(t, str) and t for t in raw):
-            raise SettingsError(
-                f"{config_path}: fetcher_target must be a string or a list of strings"
-            )
-        fetcher = tuple(raw)
-    if not fetcher:
-        raise SettingsError("TIGRESS_FETCHER: no fetcher target given")
-
-    keys = _api_keys(table, env, toml)
-    if not keys and not is_loopback(host):
-        raise SettingsError(
-            f"{where}: refusing to listen on non-loopback address {host!r} without access "
-            "keys (set TIGRESS_API_KEYS or TIGRESS_API_KEYS_FILE)"
+    origin = env.get("TIGRESS_CONFIG", "")
+    if origin:
+        table = _checked(config.read_toml(Path(origin), "TIGRESS_CONFIG"))
+    unknown = config.problem(unknown_keys(table), origin)
+    if unknown is not None:
+        raise SettingsError(unknown.message)
+    values = _checked(read(FIELDS, table, origin, env))
+    listen = values.get("listen", config.parse_listen(DEFAULT_LISTEN))
+    assert isinstance(listen, config.Listen)
+    if env.get("TIGRESS_API_KEYS"):
+        keys = _checked(
+            convert(_KEYS, env["TIGRESS_API_KEYS"], "api_keys", "TIGRESS_API_KEYS", text=True)
         )
-
-    max_body = toml.int_("max_body_bytes", DEFAULT_MAX_BODY_BYTES, minimum=1024)
-    budgets_table = toml.sub("budgets", {"searches", "pages"})
-    budgets = Budgets(
-        searches=budgets_table.int_("searches", Budgets.searches, minimum=0),
-        pages=budgets_table.int_("pages", Budgets.pages, minimum=0),
-    )
-    timeout_names = [f.name for f in fields(Timeouts)]
-    timeouts_table = toml.sub("timeouts", set(timeout_names))
-    defaults = Timeouts()
-    timeouts = Timeouts(
-        **{name: timeouts_table.float_(name, getattr(defaults, name)) for name in timeout_names}
-    )
-    limits_table = toml.sub(
-        "limits",
-        {
-            "max_chats",
-            "max_connections",
-            "chats_per_key",
-            "requests_per_minute_per_key",
-            "connections_per_client",
-            "max_answer_bytes",
-        },
-    )
-    keyed = bool(keys)
-    limits = Limits(
-        max_chats=limits_table.int_("max_chats", Limits.max_chats, minimum=1),
-        max_connections=limits_table.int_("max_connections", Limits.max_connections, minimum=1),
-        chats_per_key=limits_table.int_(
-            "chats_per_key", KEYED_CHATS_PER_KEY if keyed else 0, minimum=0
-        ),
-        requests_per_minute_per_key=limits_table.int_(
-            "requests_per_minute_per_key", KEYED_REQUESTS_PER_MINUTE if keyed else 0, minimum=0
-        ),
-        connections_per_client=limits_table.int_(
-            "connections_per_client", Limits.connections_per_client, minimum=1
-        ),
-        max_answer_bytes=limits_table.int_(
-            "max_answer_bytes", Limits.max_answer_bytes, minimum=64 * 1024
-        ),
-    )
-    mcp = _mcp(toml, env, keyed=keyed)
-    media = toml.str_("media_urls", "refuse")
-    if media not in ("refuse", "allow"):
-        raise SettingsError(f'{config_path}: media_urls must be "refuse" or "allow"')
-    return Settings(
-        listen_host=host,
-        listen_port=port,
-        engines=engines,
-        searxng_url=searxng_url,
-        searxng_results=toml.int_("searxng_results", Settings.searxng_results, minimum=1),
+    else:
+        keys = values.get("api_keys_file", values.get("api_keys", ()))
+    assert isinstance(keys, tuple)
+    if not keys and not listen.is_loopback:
+        raise SettingsError(
+            f"{where(FIELDS['listen'], 'listen', origin, env)}: refusing to listen on "
+            f"non-loopback address {listen.host!r} without access keys (set TIGRESS_API_KEYS "
+            "or TIGRESS_API_KEYS_FILE)"
+        )
+    keyed = {
+        "chats_per_key": KEYED_CHATS_PER_KEY,
+        "requests_per_minute_per_key": KEYED_REQUESTS_PER_MINUTE,
+    }
+    fetcher = values.get("fetcher_target", values.get("fetcher.listen", (DEFAULT_FETCHER,)))
+    if not fetcher:
+        name = where(FIELDS["fetcher_target"], "fetcher_target", origin, env)
+        raise SettingsError(f"{name}: no fetcher target given")
+    return build(
+        Settings,
+        values,
+        listen_host=listen.host,
+        listen_port=listen.port,
+        engines=_engines(table, env, origin, values.get("engine_url")),
         fetcher=fetcher,
         api_keys=keys,
-        max_body_bytes=max_body,
-        budgets=budgets,
-        timeouts=timeouts,
-        limits=limits,
-        mcp=mcp,
-        allow_media_urls=media == "allow",
-        allowed_origins=_origins(
-            env, table, "TIGRESS_ALLOWED_ORIGINS", "allowed_origins", toml.origin
+        budgets=build(Budgets, values, "budgets."),
+        timeouts=build(Timeouts, values, "timeouts."),
+        limits=build(Limits, values, "limits.", keyed if keys else {}),
+        mcp=build(
+            McpSettings,
+            values,
+            "mcp.",
+            {"sessions_per_key": KEYED_MCP_SESSIONS_PER_KEY if keys else 0},
         ),
-        trusted_proxies=_proxies(env, table, toml.origin),
-        source_lists=_source_lists(table, env, config_path or ""),
-        searxng_categories=_names(toml, env, "categories"),
-        searxng_language=_language(toml, env),
-        searxng_engines=_names(toml, env, "engines"),
+        allow_media_urls=values.get("media_urls") == "allow",
+        source_lists=build(
+            DomainLists,
+            {
+                "deny": values.get("fetcher.deny_domains", ()),
+                "allow": values.get("fetcher.allow_domains", ()),
+            },
+        ),
     )
 
 
-def _source_lists(table: dict[str, Any], env: Mapping[str, str], path: str) -> DomainLists:
-    """The operator's lists, read where the fetcher reads them.
+def _checked(value: T | Bad) -> T:
+    """The value, or the :class:`SettingsError` its :class:`~fetcher.config.Bad` says."""
+    if isinstance(value, Bad):
+        raise SettingsError(value.message)
+    return value
 
-    ``deny_domains`` and ``allow_domains`` belong to the fetcher (it enforces them on every
-    address it opens); the gateway reads the same keys of the same file's ``[fetcher]``
-    table, and the same ``TIGRESS_FETCHER_DENY_DOMAINS`` / ``TIGRESS_FETCHER_ALLOW_DOMAINS``
-    variables, so one list is written once. Normalised by the fetcher's own function.
-    """
-    section = table.get("fetcher", {})
-    if not isinstance(section, dict):
-        raise SettingsError(f"{path}: [fetcher] must be a table")
-    lists: dict[str, tuple[str, ...]] = {}
-    for name in ("deny_domains", "allow_domains"):
-        variable = f"TIGRESS_FETCHER_{name.upper()}"
-        raw: Any
-        if variable in env:
-            where, raw = variable, env[variable].split(",")
-        else:
-            where, raw = f"{path}: fetcher.{name}", section.get(name, [])
-        if isinstance(raw, str):
-            raw = raw.split(",")
-        if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
-            raise SettingsError(f"{where} must be a list of domains")
-        parsed = parse_domains(raw)
-        if not isinstance(parsed, tuple):
-            raise SettingsError(f"{where}: {parsed.detail}")
-        lists[name] = parsed
-    return DomainLists(deny=lists["deny_domains"], allow=lists["allow_domains"])
+
+def _host_port(value: str) -> config.Listen | Bad:
+    """``host:port`` (``[v6]:port`` for IPv6) as the gateway listens on it."""
+    try:
+        listen = config.parse_listen(value)
+    except ValueError as exc:
+        return Bad(str(exc))
+    return Bad("expected HOST:PORT") if listen.unix_path is not None else listen
+
+
+def _http_url(url: str) -> str | Bad:
+    """An ``http(s)://host[:port]/...`` address."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        return Bad("not an http(s) URL")
+    try:
+        _ = parts.port
+    except ValueError:
+        return Bad("bad port")
+    return url
+
+
+def _origins(values: tuple[str, ...]) -> tuple[str, ...] | Bad:
+    """Origins as browsers send them: ``scheme://host[:port]``, nothing after."""
+    for value in values:
+        parts = urlsplit(value)
+        try:
+            _ = parts.port
+        except ValueError:
+            return Bad(f"{value!r} has a bad port")
+        if (
+            parts.scheme not in {"http", "https"}
+            or not parts.hostname
+            or parts.path
+            or parts.query
+            or parts.fragment
+            or "@" in parts.netloc
+        ):
+            return Bad(f"{value!r} is not an origin (scheme://host[:port])")
+    return values
+
+
+def _networks(values: tuple[str, ...]) -> tuple[str, ...] | Bad:
+    """Addresses or networks (``127.0.0.1``, ``10.0.0.0/8``)."""
+    for value in values:
+        try:
+            ipaddress.ip_network(value, strict=False)
+        except ValueError:
+            return Bad(f"{value!r} is not an address or a network (10.0.0.0/8)")
+    return values
+
+
+def _domains(values: tuple[str, ...]) -> tuple[str, ...] | Bad:
+    """The operator's lists, normalised by the fetcher's own function."""
+    parsed = parse_domains(values)
+    return parsed if isinstance(parsed, tuple) else Bad(parsed.detail)
+
+
+def _keys(keys: tuple[str, ...]) -> tuple[str, ...] | Bad:
+    # Short keys are guessable; a key with spaces cannot be sent as a Bearer token.
+    if any(len(key) < 16 or any(c.isspace() for c in key) for key in keys):
+        return Bad("every key needs 16 or more characters and no spaces")
+    return keys
+
+
+def _keys_file(path: str) -> tuple[str, ...] | Bad:
+    """The keys of a file, one a line (``#`` starts a comment line)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        return Bad(f"cannot be read ({exc.strerror})")
+    lines = (line.strip() for line in text.splitlines())
+    return _keys(tuple(line for line in lines if line and not line.startswith("#")))
 
 
 #: SearXNG's names of categories and engines: letters, digits, spaces (engine names such
@@ -416,107 +420,91 @@ _SEARXNG_NAME = re.compile(r"[\w .-]{1,64}")
 _SEARXNG_LANGUAGE = re.compile(r"[A-Za-z]{2,8}(?:-[A-Za-z0-9]{1,8}){0,2}")
 
 
-def _names(toml: _Source, env: Mapping[str, str], what: str) -> tuple[str, ...]:
-    """``searxng_categories`` or ``searxng_engines``: a TOML list, or comma-separated text
-    in ``TIGRESS_SEARXNG_<WHAT>``; each a name SearXNG knows (it ignores others)."""
-    variable = f"TIGRESS_SEARXNG_{what.upper()}"
-    raw: Any
-    if variable in env:
-        where, raw = variable, env[variable].split(",")
-    else:
-        where, raw = f"{toml.origin}: searxng_{what}", toml.table.get(f"searxng_{what}", [])
-    if isinstance(raw, str):
-        raw = raw.split(",")
-    if not isinstance(raw, list) or not all(isinstance(item, str) for item in raw):
-        raise SettingsError(f"{where} must be a list of names")
-    names = [item.strip() for item in raw if item.strip()]
+def _searxng_names(names: tuple[str, ...]) -> tuple[str, ...] | Bad:
+    """Names SearXNG knows (it ignores others), each once."""
     for name in names:
         # A comma would split one name in two on SearXNG's side.
         if not _SEARXNG_NAME.fullmatch(name):
-            raise SettingsError(f"{where}: {name!r} is not a SearXNG {what[:-1]} name")
+            return Bad(f"{name!r} is not a SearXNG name")
     return tuple(dict.fromkeys(names))
 
 
-def _language(toml: _Source, env: Mapping[str, str]) -> str:
-    """``searxng_language``: the search language SearXNG is asked for (empty: its own)."""
-    if "TIGRESS_SEARXNG_LANGUAGE" in env:
-        where, value = "TIGRESS_SEARXNG_LANGUAGE", env["TIGRESS_SEARXNG_LANGUAGE"].strip()
-    else:
-        where, value = f"{toml.origin}: searxng_language", toml.str_("searxng_language", "")
+def _language(value: str) -> str | Bad:
+    """The search language SearXNG is asked for (empty: its own)."""
+    value = value.strip()
     if value and not _SEARXNG_LANGUAGE.fullmatch(value):
-        raise SettingsError(f"{where}: {value!r} is not a language (en, de-DE, all, auto)")
+        return Bad("not a language (en, de-DE, all, auto)")
     return value
 
 
+_KEYS = Field("list", items="keys", secret=True, check=_keys)
+_SECONDS = Field("float", 0, above=True)
+_ORIGINS = Field("list", items="origins", check=_origins)
+_NAMES = Field("list", items="names", text_in_toml=True, check=_searxng_names)
+_DOMAINS = Field("list", items="domains", text_in_toml=True, check=_domains)
+
+#: Every setting of the TOML file by dotted name, with the variable that overrides it.
+#: ``fetcher.*`` are keys of the fetcher's own ``[fetcher]`` table that the gateway reads
+#: too (it checks that table itself): the operator's lists (``deny_domains`` and
+#: ``allow_domains`` belong to the fetcher, which enforces them on every address it opens;
+#: the gateway drops search results under them, so one list is written once), and where
+#: it listens (where the gateway finds it by default).
+FIELDS: dict[str, Field] = {
+    "listen": Field("str", variable="TIGRESS_LISTEN", check=_host_port),
+    "engine_url": Field("str", variable="TIGRESS_ENGINE_URL", check=_http_url),
+    "api_keys": _KEYS,
+    "api_keys_file": Field("str", variable="TIGRESS_API_KEYS_FILE", check=_keys_file),
+    "max_body_bytes": Field("int", 1024),
+    "media_urls": Field("str", choices=("refuse", "allow")),
+    "searxng_url": Field("str", variable="TIGRESS_SEARXNG_URL", check=_http_url),
+    "searxng_results": Field("int", 1),
+    "searxng_categories": dataclasses.replace(_NAMES, variable="TIGRESS_SEARXNG_CATEGORIES"),
+    "searxng_language": Field("str", variable="TIGRESS_SEARXNG_LANGUAGE", check=_language),
+    "searxng_engines": dataclasses.replace(_NAMES, variable="TIGRESS_SEARXNG_ENGINES"),
+    "allowed_origins": dataclasses.replace(_ORIGINS, variable="TIGRESS_ALLOWED_ORIGINS"),
+    "trusted_proxies": Field(
+        "list", items="addresses or networks", variable="TIGRESS_TRUSTED_PROXIES", check=_networks
+    ),
+    "fetcher_target": Field("list", items="targets", text_in_toml=True, variable="TIGRESS_FETCHER"),
+    "budgets.searches": Field("int", 0),
+    "budgets.pages": Field("int", 0),
+    **{f"timeouts.{each.name}": _SECONDS for each in fields(Timeouts)},
+    "limits.max_chats": Field("int", 1),
+    "limits.max_connections": Field("int", 1),
+    "limits.chats_per_key": Field("int", 0),
+    "limits.requests_per_minute_per_key": Field("int", 0),
+    "limits.connections_per_client": Field("int", 1),
+    "limits.max_answer_bytes": Field("int", 64 * 1024),
+    "mcp.sessions_per_key": Field("int", 0),
+    "mcp.max_sessions": Field("int", 1),
+    "mcp.session_idle": _SECONDS,
+    "mcp.allowed_origins": dataclasses.replace(_ORIGINS, variable="TIGRESS_MCP_ALLOWED_ORIGINS"),
+    "mcp.sessions_per_client": Field("int", 1),
+    "fetcher.listen": Field("list", items="addresses", text_in_toml=True),
+    "fetcher.deny_domains": dataclasses.replace(_DOMAINS, variable="TIGRESS_FETCHER_DENY_DOMAINS"),
+    "fetcher.allow_domains": dataclasses.replace(
+        _DOMAINS, variable="TIGRESS_FETCHER_ALLOW_DOMAINS"
+    ),
+}
+#: The keys of each ``[[engines]]`` entry.
+ENGINE_FIELDS: dict[str, Field] = {
+    "url": Field("str", check=_http_url),
+    "models": Field("list", items="names"),
+    "api_key_env": Field("str"),
+    "name": Field("str"),
+}
+_READ = [*FIELDS, *(f"engines[].{key}" for key in ENGINE_FIELDS)]
+
 #: The TOML file's keys: the top level's, and each table's (``engines``: each entry's).
-#: The ``[fetcher]`` table is the fetcher process's own section of a shared file (it
-#: checks it itself).
-TOP_KEYS = frozenset(
-    {
-        "listen",
-        "engine_url",
-        "api_keys",
-        "api_keys_file",
-        "max_body_bytes",
-        "media_urls",
-        "searxng_url",
-        "searxng_results",
-        "searxng_categories",
-        "searxng_language",
-        "searxng_engines",
-        "allowed_origins",
-        "trusted_proxies",
-        "fetcher_target",
-        "fetcher",
-        "engines",
-        "budgets",
-        "timeouts",
-        "limits",
-        "mcp",
-    }
-)
+TOP_KEYS = frozenset(name.partition(".")[0].removesuffix("[]") for name in _READ)
 TABLE_KEYS: dict[str, frozenset[str]] = {
-    "engines": frozenset({"url", "models", "api_key_env", "name"}),
-    "budgets": frozenset({"searches", "pages"}),
-    "timeouts": frozenset(f.name for f in fields(Timeouts)),
-    "limits": frozenset(
-        {
-            "max_chats",
-            "max_connections",
-            "chats_per_key",
-            "requests_per_minute_per_key",
-            "connections_per_client",
-            "max_answer_bytes",
-        }
-    ),
-    "mcp": frozenset(
-        {
-            "sessions_per_key",
-            "max_sessions",
-            "session_idle",
-            "allowed_origins",
-            "sessions_per_client",
-        }
-    ),
+    table: frozenset(name.partition(".")[2] for name in _READ if name.startswith(f"{table}"))
+    for table in ("engines", "budgets", "timeouts", "limits", "mcp")
 }
 #: The variables the gateway reads (``TIGRESS_FETCHER_*`` are the fetcher's: it names
 #: its own unknown ones).
 VARIABLES = frozenset(
-    {
-        "TIGRESS_CONFIG",
-        "TIGRESS_ENGINE_URL",
-        "TIGRESS_SEARXNG_URL",
-        "TIGRESS_API_KEYS",
-        "TIGRESS_API_KEYS_FILE",
-        "TIGRESS_LISTEN",
-        "TIGRESS_FETCHER",
-        "TIGRESS_MCP_ALLOWED_ORIGINS",
-        "TIGRESS_ALLOWED_ORIGINS",
-        "TIGRESS_TRUSTED_PROXIES",
-        "TIGRESS_SEARXNG_CATEGORIES",
-        "TIGRESS_SEARXNG_LANGUAGE",
-        "TIGRESS_SEARXNG_ENGINES",
-    }
+    {"TIGRESS_CONFIG", "TIGRESS_API_KEYS"} | {f.variable for f in FIELDS.values() if f.variable}
 )
 
 
@@ -524,272 +512,48 @@ def unknown_keys(table: Mapping[str, Any]) -> list[str]:
     """Every key of the TOML file that no setting reads, with its likely meaning.
 
     The top level and each known table are checked (``[fetcher]`` is the fetcher's), so
-    one start-up names every typo of the file at once (``fetcher.names``).
+    one start-up names every typo of the file at once (``fetcher.config``).
 
     Returns:
         One description per unknown key (``'budgets.serches' (did you mean
         'budgets.searches'?)``), in the file's order.
     """
-    found = unknown_names(table, TOP_KEYS)
-    for name, allowed in TABLE_KEYS.items():
-        value = table.get(name)
-        entries = value if name == "engines" and isinstance(value, list) else [value]
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, dict):
-                continue  # a wrong type is named by the setting's own check
-            prefix = f"engines[{i}]." if name == "engines" else f"{name}."
-            found += unknown_names(
-                [prefix + key for key in entry], [prefix + key for key in allowed]
-            )
-    return found
+    return config.unknown_keys(table, _READ, open_tables=("fetcher",))
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     """The ``TIGRESS_*`` variables nothing reads (the fetcher's ``TIGRESS_FETCHER_*``
     aside), each with its likely meaning, sorted; the gateway logs them as a warning
     (the environment is shared with the operator's shell, so it does not stop)."""
-    given = sorted(
-        name
-        for name in environ
-        if name.startswith("TIGRESS_") and not name.startswith("TIGRESS_FETCHER_")
-    )
-    return unknown_names(given, VARIABLES)
-
-
-def _mcp(toml: _Source, env: Mapping[str, str], *, keyed: bool) -> McpSettings:
-    table = toml.sub(
-        "mcp",
-        {
-            "sessions_per_key",
-            "max_sessions",
-            "session_idle",
-            "allowed_origins",
-            "sessions_per_client",
-        },
-    )
-    origins = _origins(
-        env, table.table, "TIGRESS_MCP_ALLOWED_ORIGINS", "mcp.allowed_origins", toml.origin
-    )
-    return McpSettings(
-        sessions_per_key=table.int_(
-            "sessions_per_key", KEYED_MCP_SESSIONS_PER_KEY if keyed else 0, minimum=0
-        ),
-        max_sessions=table.int_("max_sessions", McpSettings.max_sessions, minimum=1),
-        session_idle=table.float_("session_idle", McpSettings.session_idle),
-        allowed_origins=origins,
-        sessions_per_client=table.int_(
-            "sessions_per_client", McpSettings.sessions_per_client, minimum=1
-        ),
+    return config.unknown_variables(
+        environ, VARIABLES, prefix="TIGRESS_", others="TIGRESS_FETCHER_"
     )
 
 
-def _origins(
-    env: Mapping[str, str], table: dict[str, Any], variable: str, name: str, origin: str
-) -> tuple[str, ...]:
-    """A list of origins from ``variable`` (comma-separated) or the TOML key ``name``."""
-    if env.get(variable) is not None:
-        where = variable
-        raw: Any = [o.strip() for o in env[variable].split(",") if o.strip()]
-    else:
-        where = f"{origin}: {name}"
-        raw = table.get(name.rpartition(".")[2], [])
-    if not isinstance(raw, list) or not all(isinstance(o, str) for o in raw):
-        raise SettingsError(f"{where} must be a list of origins")
-    return tuple(_check_origin(o, where) for o in raw)
-
-
-def _proxies(env: Mapping[str, str], table: dict[str, Any], origin: str) -> tuple[str, ...]:
-    """``trusted_proxies``: addresses or networks (``127.0.0.1``, ``10.0.0.0/8``)."""
-    if env.get("TIGRESS_TRUSTED_PROXIES") is not None:
-        where = "TIGRESS_TRUSTED_PROXIES"
-        raw: Any = [p.strip() for p in env[where].split(",") if p.strip()]
-    else:
-        where = f"{origin}: trusted_proxies"
-        raw = table.get("trusted_proxies", [])
-    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
-        raise SettingsError(f"{where} must be a list of addresses or networks")
-    for entry in raw:
-        try:
-            ipaddress.ip_network(entry.strip(), strict=False)
-        except ValueError as exc:
-            raise SettingsError(
-                f"{where}: {entry!r} is not an address or a network (10.0.0.0/8)"
-            ) from exc
-    return tuple(p.strip() for p in raw)
-
-
-def _check_origin(value: str, where: str) -> str:
-    """An origin as browsers send it: ``scheme://host[:port]``, nothing after."""
-    parts = urlsplit(value)
-    try:
-        _ = parts.port
-    except ValueError as exc:
-        raise SettingsError(f"{where}: {value!r} has a bad port") from exc
-    if (
-        parts.scheme not in {"http", "https"}
-        or not parts.hostname
-        or parts.path
-        or parts.query
-        or parts.fragment
-        or "@" in parts.netloc
-    ):
-        raise SettingsError(f"{where}: {value!r} is not an origin (scheme://host[:port])")
-    return value
-
-
-def _fetcher_listen(table: dict[str, Any]) -> str | None:
-    """The fetcher's own ``[fetcher] listen`` in a shared file: where to find it by default."""
-    section = table.get("fetcher")
-    listen = section.get("listen") if isinstance(section, dict) else None
-    return listen if isinstance(listen, str) and listen else None
-
-
-def parse_listen(value: str, where: str) -> tuple[str, int]:
-    """Split ``host:port`` (``[v6]:port`` for IPv6) and check both parts.
-
-    Raises:
-        SettingsError: The value is not a host and a port in 0-65535.
-    """
-    host, sep, port_text = value.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise SettingsError(f"{where}: {value!r} is not host:port")
-    return host, int(port_text)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+#: Whether a host names only this machine (``localhost``, 127.0.0.0/8, ``::1``).
+is_loopback = config.is_loopback
 
 
 def _engines(
-    table: dict[str, Any], env: Mapping[str, str], toml: _Source
+    table: Mapping[str, Any], env: Mapping[str, str], origin: str, default_url: object
 ) -> tuple[EngineSettings, ...]:
+    """The default engine (``engine_url``) unless only ``[[engines]]`` are given, then those."""
     engines: list[EngineSettings] = []
-    env_url = env.get("TIGRESS_ENGINE_URL")
-    default_url = env_url or toml.str_("engine_url", "")
     extra = table.get("engines", [])
     if not isinstance(extra, list):
-        raise SettingsError(f"{toml.origin}: engines must be an array of tables ([[engines]])")
+        raise SettingsError(f"{origin}: engines must be an array of tables ([[engines]])")
     if default_url or not extra:
-        url = default_url or DEFAULT_ENGINE_URL
-        _check_http_url(url, "TIGRESS_ENGINE_URL" if env_url else "engine_url")
-        engines.append(EngineSettings(url=url.rstrip("/")))
+        engines.append(EngineSettings(url=str(default_url or DEFAULT_ENGINE_URL).rstrip("/")))
     for i, entry in enumerate(extra):
-        where = f"{toml.origin}: engines[{i}]"
+        at = f"{origin}: engines[{i}]"
         if not isinstance(entry, dict):
-            raise SettingsError(f"{where} must be a table")
-        unknown = set(entry) - {"url", "models", "api_key_env", "name"}
-        if unknown:
-            raise SettingsError(f"{where}: unknown setting {sorted(unknown)[0]!r}")
-        entry_url = entry.get("url")
-        if not isinstance(entry_url, str):
-            raise SettingsError(f"{where}.url must be a string")
-        _check_http_url(entry_url, f"{where}.url")
-        models = entry.get("models", [])
-        if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
-            raise SettingsError(f"{where}.models must be a list of names")
-        key_env = entry.get("api_key_env")
-        key: str | None = None
-        if key_env is not None:
-            if not isinstance(key_env, str) or not env.get(key_env):
-                raise SettingsError(f"{where}.api_key_env names no set environment variable")
-            key = env[key_env]
-        name = entry.get("name", "")
-        if not isinstance(name, str):
-            raise SettingsError(f"{where}.name must be a string")
-        engines.append(
-            EngineSettings(url=entry_url.rstrip("/"), models=tuple(models), api_key=key, name=name)
-        )
+            raise SettingsError(f"{at} must be a table")
+        values = _checked(read(ENGINE_FIELDS, entry, origin, {}, prefix=f"engines[{i}]."))
+        url, key_env = values.get("url"), values.get("api_key_env")
+        if not isinstance(url, str):
+            raise SettingsError(f"{at}.url must be a string")
+        if key_env is not None and not env.get(str(key_env)):
+            raise SettingsError(f"{at}.api_key_env names no set environment variable")
+        key = env[str(key_env)] if key_env is not None else None
+        engines.append(build(EngineSettings, values, url=url.rstrip("/"), api_key=key))
     return tuple(engines)
-
-
-def _api_keys(table: dict[str, Any], env: Mapping[str, str], toml: _Source) -> tuple[str, ...]:
-    if env.get("TIGRESS_API_KEYS"):
-        keys = [k.strip() for k in env["TIGRESS_API_KEYS"].split(",")]
-        where = "TIGRESS_API_KEYS"
-    elif env.get("TIGRESS_API_KEYS_FILE") or "api_keys_file" in table:
-        path = env.get("TIGRESS_API_KEYS_FILE") or toml.str_("api_keys_file", "")
-        where = "TIGRESS_API_KEYS_FILE" if env.get("TIGRESS_API_KEYS_FILE") else "api_keys_file"
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SettingsError(f"{where}: cannot read {path!r} ({exc.strerror})") from exc
-        keys = [line.strip() for line in text.splitlines() if not line.strip().startswith("#")]
-    else:
-        raw = table.get("api_keys", [])
-        where = "api_keys"
-        if not isinstance(raw, list) or not all(isinstance(k, str) for k in raw):
-            raise SettingsError(f"{toml.origin}: api_keys must be a list of strings")
-        keys = [k.strip() for k in raw]
-    keys = [k for k in keys if k]
-    for key in keys:
-        # Short keys are guessable; a key with spaces cannot be sent as a Bearer token.
-        if len(key) < 16 or any(c.isspace() for c in key):
-            raise SettingsError(f"{where}: every key needs 16 or more characters and no spaces")
-    return tuple(keys)
-
-
-def _check_http_url(url: str, where: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise SettingsError(f"{where}: {url!r} is not an http(s) URL")
-    try:
-        _ = parts.port
-    except ValueError as exc:
-        raise SettingsError(f"{where}: {url!r} has a bad port") from exc
-
-
-def _read_toml(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except OSError as exc:
-        raise SettingsError(f"TIGRESS_CONFIG: cannot read {path!r} ({exc.strerror})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"TIGRESS_CONFIG: {path!r} is not valid TOML ({exc})") from exc
-
-
-class _Source:
-    """Typed reads from one TOML table, with errors naming the setting."""
-
-    def __init__(self, table: dict[str, Any], origin: str, prefix: str = "") -> None:
-        self.table = table
-        self.origin = origin
-        self.prefix = prefix
-
-    def _name(self, key: str) -> str:
-        return f"{self.origin}: {self.prefix}{key}"
-
-    def sub(self, key: str, allowed: set[str]) -> _Source:
-        value = self.table.get(key, {})
-        if not isinstance(value, dict):
-            raise SettingsError(f"{self._name(key)} must be a table")
-        for name in value:
-            if name not in allowed:
-                raise SettingsError(f"{self._name(key)}: unknown setting {name!r}")
-        return _Source(value, self.origin, f"{self.prefix}{key}.")
-
-    def str_(self, key: str, default: str) -> str:
-        value = self.table.get(key, default)
-        if not isinstance(value, str):
-            raise SettingsError(f"{self._name(key)} must be a string")
-        return value
-
-    def int_(self, key: str, default: int, *, minimum: int) -> int:
-        value = self.table.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise SettingsError(f"{self._name(key)} must be an integer of at least {minimum}")
-        return value
-
-    def float_(self, key: str, default: float) -> float:
-        value = self.table.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise SettingsError(f"{self._name(key)} must be a positive number of seconds")
-        return float(value)

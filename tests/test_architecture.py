@@ -19,10 +19,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# fetcher.names and fetcher.logformat: the two small pure helpers both processes share
-# (settings names with a did-you-mean, the one log format); they hold nothing of the
-# fetcher and import only fetcher.journal's encoder.
-GATEWAY_MAY_IMPORT = ("fetcher.client", "fetcher.v1", "fetcher.names", "fetcher.logformat")
+# fetcher.names, fetcher.config and fetcher.logformat: the small helpers both processes
+# share (settings names with a did-you-mean, the one settings mechanism, the one log
+# format); they hold nothing of the fetcher and import only each other and
+# fetcher.journal's encoder.
+GATEWAY_MAY_IMPORT = (
+    "fetcher.client",
+    "fetcher.v1",
+    "fetcher.names",
+    "fetcher.config",
+    "fetcher.logformat",
+)
 
 
 def modules(package: str) -> list[Path]:
