@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway import prompts
-from gateway.tools.ledger import BudgetCounter, Found, Ledger, normalise_url
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Found, Ledger, normalise_url
 
 # --- Ledger and budgets --------------------------------------------------------------------
 
@@ -64,19 +64,19 @@ def test_sources_message_lists_numbers() -> None:
 
 
 def test_budget_trailer_wording() -> None:
-    budgets = BudgetCounter(16, 12)
-    assert budgets.take_searches(3) == 3
-    assert budgets.take_pages(1) == 1
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
+    assert budgets.take(SEARCHES, 3) == 3
+    assert budgets.take(PAGES, 1) == 1
     assert budgets.trailer() == "Searches used 3 of 16; pages read 1 of 12"
 
 
 def test_budgets_grant_only_what_is_left() -> None:
-    budgets = BudgetCounter(2, 1)
-    assert budgets.take_searches(3) == 2
-    assert budgets.searches_spent
-    assert budgets.take_pages(5) == 1
-    budgets.give_back_pages(1)
-    assert budgets.pages_left == 1
+    budgets = BudgetCounter({SEARCHES: 2, PAGES: 1})
+    assert budgets.take(SEARCHES, 3) == 2
+    assert budgets.tools_spent
+    assert budgets.take(PAGES, 5) == 1
+    budgets.give_back(PAGES, 1)
+    assert budgets.left(PAGES) == 1
 
 
 def test_model_strings_follow_spec_five() -> None:
