@@ -57,6 +57,7 @@ from gateway.http.serving import uvicorn_config
 from gateway.metrics import GatewayMetrics
 from gateway.settings import EngineSettings, Limits, Settings
 from gateway.tools.base import ToolResult
+from gateway.tools.ledger import BudgetKind
 from testkit.streaming_engine import chunk, engine_handler, framed
 
 MODEL = "bench-model"
@@ -134,6 +135,7 @@ class NoopTool:
     name = TOOL
     subject = None
     folded: frozenset[str] = frozenset()
+    budget: BudgetKind | None = None
     schema: Mapping[str, Any] = {
         "type": "function",
         "function": {"name": TOOL, "description": "Does nothing.", "parameters": {}},

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Collection, Iterator
+from collections.abc import AsyncGenerator, Collection, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -319,11 +319,11 @@ class FetcherClient:
         page_limit: int,
         request_id: str = "",
         deadline: float | None = None,
-    ) -> AsyncIterator[PageRead | PageFailed | Report]:
+    ) -> AsyncGenerator[PageRead | PageFailed | Report, None]:
         """Like :meth:`read`, but yields each page as it is finished, then the report.
 
-        The last item is always the :class:`~fetcher.report.Report`; closing the iterator
-        early cancels the call (and the fetcher's downloads).
+        The last item is always the :class:`~fetcher.report.Report`; closing the generator
+        early (``contextlib.aclosing``) cancels the call (and the fetcher's downloads).
 
         Raises:
             FetcherClientError: One of its subclasses, when the read could not be done.

@@ -327,13 +327,14 @@ def _mcp_endpoint(
     key_limits: KeyLimits,
     drain: Drain,
 ) -> McpEndpoint:
-    """The research tools over MCP: the chat loop's tool objects, one ledger and one pair
-    of budgets per session."""
+    """The research tools over MCP: the chat loop's tool objects, one ledger and one budget
+    counter per session."""
     sessions = McpSessions(
         per_key=settings.mcp.sessions_per_key,
         max_sessions=settings.mcp.max_sessions,
         idle=settings.mcp.session_idle,
         budgets=settings.budgets,
+        kinds=tools.budgets(),
         per_client=settings.mcp.sessions_per_client,
     )
     server = McpTools(

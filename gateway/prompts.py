@@ -42,10 +42,11 @@ PAGE_LABEL = (
     "from the user."
 )
 
-#: Last line of every tool result.
-BUDGET_TRAILER = (
-    "Searches used {searches_used} of {searches_limit}; pages read {pages_used} of {pages_limit}"
-)
+#: Last line of every tool result: each budget's part, joined by `BUDGET_TRAILER_JOIN`
+#: (SPEC 5: ``Searches used 3 of 16; pages read 1 of 12``).
+SEARCHES_TRAILER = "Searches used {used} of {limit}"
+PAGES_TRAILER = "pages read {used} of {limit}"
+BUDGET_TRAILER_JOIN = "; "
 
 #: Heading of the sources list sent before the answer rounds (SPEC 8).
 SOURCES_HEADING = "Sources found, with the numbers to cite:"

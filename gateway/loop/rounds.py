@@ -163,13 +163,14 @@ class RoundOutcome:
         calls: Calls written (structured or text), whatever their verdict.
         malformed: Text blocks that could not be read as calls.
         has_text: Visible, non-blank text was written.
-        searches_spent: The search budget is used up.
+        tools_spent: A budget whose end ends the tool rounds is used up (SPEC 3.5: the
+            search budget; `gateway.tools.ledger.BudgetCounter.tools_spent`).
     """
 
     calls: int
     malformed: int
     has_text: bool
-    searches_spent: bool = False
+    tools_spent: bool = False
 
 
 class Step(enum.Enum):
@@ -219,7 +220,7 @@ def after_round(state: LoopState, plan: RoundPlan, outcome: RoundOutcome) -> Adv
             return Advance(replace(state, phase=Phase.ANSWER), Step.ASK_AGAIN, learnt)
         rounds = state.tool_rounds + 1
         phase = Phase.TOOLS
-        if rounds >= MAX_TOOL_ROUNDS or outcome.searches_spent:
+        if rounds >= MAX_TOOL_ROUNDS or outcome.tools_spent:
             phase = Phase.ANSWER
         return Advance(replace(state, tool_rounds=rounds, phase=phase), Step.RUN_CALLS, learnt)
 
@@ -238,9 +239,10 @@ def after_round(state: LoopState, plan: RoundPlan, outcome: RoundOutcome) -> Adv
     return Advance(state, Step.RUN_CALLS, learnt)
 
 
-def after_calls(state: LoopState, *, searches_spent: bool) -> LoopState:
-    """The tool rounds end as soon as the search budget is spent (SPEC 3.5)."""
-    if state.phase is Phase.TOOLS and searches_spent:
+def after_calls(state: LoopState, *, tools_spent: bool) -> LoopState:
+    """The tool rounds end as soon as a budget that ends them is spent (SPEC 3.5: the
+    search budget)."""
+    if state.phase is Phase.TOOLS and tools_spent:
         return replace(state, phase=Phase.ANSWER)
     return state
 
@@ -258,6 +260,6 @@ def refused_required(state: LoopState) -> LoopState:
     return replace(state, tool_rounds=state.tool_rounds + 1, search_due=True, refusal_pending=True)
 
 
-def searched_first(state: LoopState, *, searches_spent: bool) -> LoopState:
+def searched_first(state: LoopState, *, tools_spent: bool) -> LoopState:
     """The gateway's own search ran (or could not: no question, no search tool)."""
-    return after_calls(replace(state, search_due=False), searches_spent=searches_spent)
+    return after_calls(replace(state, search_due=False), tools_spent=tools_spent)

@@ -188,7 +188,7 @@ class ChatTurn:
         self._options = options
         self._filter_factory = filter_factory
         self.ledger = Ledger()
-        self.budgets = BudgetCounter(options.budgets.searches, options.budgets.pages)
+        self.budgets = BudgetCounter.of(options.budgets, tools.budgets())
         # The user's hosts once per answer, not once per read: the text may be long.
         self._context = ToolContext(
             self.ledger,
@@ -266,7 +266,7 @@ class ChatTurn:
             if state.search_due:
                 async for event in self._search_first(shapes):
                     yield event
-                state = searched_first(state, searches_spent=self.budgets.searches_spent)
+                state = searched_first(state, tools_spent=self.budgets.tools_spent)
                 continue
             plan = next_round(state, self._memory.get(self._engine))
             if plan.announce_answer:
@@ -302,7 +302,7 @@ class ChatTurn:
                 calls=len(raw_calls),
                 malformed=result.malformed,
                 has_text=bool(result.visible.strip()),
-                searches_spent=self.budgets.searches_spent,
+                tools_spent=self.budgets.tools_spent,
             )
             advance = after_round(state, plan, outcome)
             state = advance.state
@@ -311,7 +311,7 @@ class ChatTurn:
             if advance.step is Step.RUN_CALLS:
                 async for event in self._run_calls(raw_calls, result, shapes):
                     yield event
-                state = after_calls(state, searches_spent=self.budgets.searches_spent)
+                state = after_calls(state, tools_spent=self.budgets.tools_spent)
                 if result.malformed and state.phase is Phase.TOOLS:
                     # Only when a tool round follows, where the call can be written again;
                     # the answer rounds get their own turn (SPEC 3.6), not a contrary one.

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from gateway.prompts import Scope
 from gateway.settings import Budgets
 from gateway.tools.base import ToolContext
-from gateway.tools.ledger import BudgetCounter, Ledger
+from gateway.tools.ledger import BudgetCounter, BudgetKind, Ledger
 
 
 class Cancellable(Protocol):
@@ -109,6 +109,7 @@ class McpSessions:
         max_sessions: int,
         idle: float,
         budgets: Budgets,
+        kinds: Sequence[BudgetKind] = (),
         per_client: int = 16,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -117,7 +118,9 @@ class McpSessions:
         max_sessions: Sessions open in all.
         per_client: Without keys, sessions one client may have open (at least 1).
         idle: Seconds without a request in flight before a session expires.
-        budgets: Each session's searches and pages.
+        budgets: Each session's budget limits (the ``[budgets]`` settings).
+        kinds: The budget kinds of the tools offered (`gateway.tools.base.ToolBox.budgets`),
+            besides SPEC 8's searches and pages.
         clock: Monotonic seconds.
         """
         self._per_key = per_key
@@ -125,6 +128,7 @@ class McpSessions:
         self._max = max_sessions
         self._idle = idle
         self._budgets = budgets
+        self._kinds = tuple(kinds)
         self._clock = clock
         self._sessions: dict[str, McpSession] = {}
         self._pending: list[Ticket] = []
@@ -206,7 +210,7 @@ class McpSessions:
         ``test_two_sessions_share_neither_ledger_nor_budgets``).
         """
         self.release(ticket)
-        budgets = BudgetCounter(self._budgets.searches, self._budgets.pages)
+        budgets = BudgetCounter.of(self._budgets, self._kinds)
         session = McpSession(
             session_id=session_id,
             key=ticket.key,

@@ -7,14 +7,18 @@ at once; its last item is one `ToolResult` (the text for the model and an outcom
 The loop stops reading at the first `ToolResult`, so nothing after it runs. The loop
 decides whether a call may run at all (known tool, arguments an object with the required
 keys, not a repeat), bounds it in time (the ``tool`` timeout) and cancels it when the
-client goes away; the tool decides what its arguments mean and spends the budgets through
-its `ToolContext`. Keep-alive comments keep flowing to the client while a tool is quiet.
+client goes away; the tool decides what its arguments mean and spends its budget (the
+`BudgetKind` it declares) through its `ToolContext`. Keep-alive comments keep flowing to
+the client while a tool is quiet.
 
 A minimal tool::
 
     class Echo:
         name = "echo"
         schema = {"type": "function", "function": {"name": "echo", "parameters": {...}}}
+        subject = "query"
+        folded = frozenset()
+        budget = None  # or a BudgetKind: what a call spends (gateway.tools.ledger)
 
         async def run(self, arguments, context):
             yield Searched(queries=(arguments["query"],), results=0)
@@ -37,7 +41,7 @@ from typing import Any, Protocol
 
 from gateway import prompts
 from gateway.tools.events import ThorEvent
-from gateway.tools.ledger import BudgetCounter, Ledger
+from gateway.tools.ledger import BudgetCounter, BudgetKind, Ledger
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +61,7 @@ class ToolContext:
 
     Attributes:
         ledger: The answer's source numbers (add every search result and page read).
-        budgets: The answer's search and page budgets (take before spending).
+        budgets: The answer's budgets, one per kind (take before spending).
         user_hosts: The hosts of the addresses written in the user's messages
             (`gateway.tools.fetch.addresses.hosts_in_text`, worked out once per answer): the fetch
             tool allows them (rule 1).
@@ -114,6 +118,13 @@ class Tool(Protocol):
     def folded(self) -> frozenset[str]:
         """Arguments whose case and runs of whitespace do not make a call new (SPEC 3.4
         folds a search's query: ``" Rust  Jobs"`` repeats ``"rust jobs"``)."""
+        ...
+
+    @property
+    def budget(self) -> BudgetKind | None:
+        """The budget a call spends (its kind, and the ``[budgets]`` setting its limit
+        comes from), or None. The answer's `BudgetCounter` holds it; when it `ends_tools`,
+        the tool rounds end once it is spent."""
         ...
 
     def run(
@@ -189,6 +200,11 @@ class ToolBox:
     def schemas(self) -> list[Mapping[str, Any]]:
         """The ``tools`` list sent to the engine."""
         return [tool.schema for tool in self._tools.values()]
+
+    def budgets(self) -> tuple[BudgetKind, ...]:
+        """The budget kinds the offered tools spend, in offer order, each once."""
+        kinds = (tool.budget for tool in self._tools.values())
+        return tuple(dict.fromkeys(kind for kind in kinds if kind is not None))
 
     def shapes(self) -> dict[str, CallShape]:
         """Each offered tool's `CallShape`, in offer order."""

@@ -1,6 +1,7 @@
 """The source ledger and the per-answer budgets (SPEC 8). Pure: decides, never does I/O.
 
-One `Ledger` and one `BudgetCounter` live for one answer; the tools receive them in their
+One `Ledger` and one `BudgetCounter` live for one answer (the counter holds each
+`BudgetKind` a tool declares, SPEC 8's two always); the tools receive them in their
 `gateway.tools.base.ToolContext` and the loop reads them for the sources list and the trailer.
 The ledger also remembers how each source was found (`Found`): rule 1 (SPEC 7) allows the
 hosts of search results only, so a page read (or where its redirects landed) never widens
@@ -10,10 +11,12 @@ what may be opened next.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
 from urllib.parse import urlsplit, urlunsplit
 
 from gateway import prompts
+from gateway.settings import Budgets
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -136,85 +139,119 @@ class Ledger:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetKind:
+    """One kind of per-answer budget, as the tool that spends it declares it
+    (`gateway.tools.base.Tool.budget`).
+
+    Attributes:
+        name: What is counted: the counter's key ("searches", "pages").
+        setting: The ``[budgets]`` setting its limit comes from (a field of
+            `gateway.settings.Budgets`).
+        trailer: Its part of the budget trailer, ``{used}`` and ``{limit}`` filled in.
+        ends_tools: Once it is spent the tool rounds end (SPEC 3.5: the search budget).
+    """
+
+    name: str
+    setting: str
+    trailer: str
+    ends_tools: bool = False
+
+
+#: SPEC 8's budgets: 16 searches (each query and sub-question is one) and 12 pages read.
+SEARCHES = BudgetKind("searches", "searches", prompts.SEARCHES_TRAILER, ends_tools=True)
+PAGES = BudgetKind("pages", "pages", prompts.PAGES_TRAILER)
+#: The budgets every answer and MCP session has, whatever its tools: the trailer names them.
+ANSWER_BUDGETS = (SEARCHES, PAGES)
+
+
 class BudgetCounter:
-    """Searches and pages used in one answer, against their limits."""
+    """What one answer spent of each kind of budget, against its limit.
 
-    def __init__(self, searches: int, pages: int) -> None:
-        self.searches_limit = searches
-        self.pages_limit = pages
-        self.searches_used = 0
-        #: Pages read, and pages reserved by reads still running (`reserve_pages`).
-        self.pages_used = 0
-        #: Of `pages_used`, the pages reserved by reads still running: not read yet.
-        self.pages_held = 0
+    Reads running at the same time reserve what they may spend before they run
+    (`reserve`), so together they never pass a limit; `settle` charges what was spent.
+    A kind the counter does not hold has a limit of 0: nothing of it may be spent.
+    """
 
-    @property
-    def searches_left(self) -> int:
-        """Searches still allowed."""
-        return max(0, self.searches_limit - self.searches_used)
-
-    @property
-    def pages_left(self) -> int:
-        """Pages still allowed."""
-        return max(0, self.pages_limit - self.pages_used)
-
-    @property
-    def searches_spent(self) -> bool:
-        """Whether no search is left (the tool rounds stop then)."""
-        return self.searches_left == 0
-
-    def take_searches(self, wanted: int) -> int:
-        """Reserve up to ``wanted`` searches; return how many were granted (maybe 0)."""
-        granted = min(max(wanted, 0), self.searches_left)
-        self.searches_used += granted
-        return granted
-
-    def take_pages(self, wanted: int) -> int:
-        """Reserve up to ``wanted`` pages; return how many were granted (maybe 0)."""
-        granted = min(max(wanted, 0), self.pages_left)
-        self.pages_used += granted
-        return granted
-
-    def give_back_pages(self, unused: int) -> None:
-        """Return reserved pages that were not read (a crawl that stopped early)."""
-        self.pages_used = max(0, self.pages_used - max(unused, 0))
-
-    def reserve_pages(self, wanted: int) -> int:
-        """Hold up to ``wanted`` pages for a read about to run; return how many (maybe 0).
-
-        They count against the budget at once, so reads running at the same time never
-        pass it together, but they are not pages read until `settle_pages`.
+    def __init__(self, limits: Mapping[BudgetKind, int]) -> None:
+        """Args:
+        limits: Each kind's limit, in trailer order.
         """
-        granted = self.take_pages(wanted)
-        self.pages_held += granted
-        return granted
+        self._kinds = {kind.name: kind for kind in limits}
+        self._limits = {kind.name: max(limit, 0) for kind, limit in limits.items()}
+        #: Spent, and reserved by calls still running (`reserve`).
+        self._taken = dict.fromkeys(self._limits, 0)
+        #: Of `_taken`, what calls still running reserved: not spent yet.
+        self._held = dict.fromkeys(self._limits, 0)
 
-    def settle_pages(self, reserved: int, read: int) -> None:
-        """End a reservation of ``reserved`` pages of which ``read`` were read: the
-        budget is charged for those only."""
-        self.pages_held = max(0, self.pages_held - reserved)
-        self.give_back_pages(reserved - min(max(read, 0), reserved))
+    @classmethod
+    def of(cls, settings: Budgets, kinds: Iterable[BudgetKind] = ()) -> BudgetCounter:
+        """The counter of one answer: SPEC 8's budgets and the tools' own kinds, each
+        limited by the ``[budgets]`` setting it names (0 for a setting that is not one)."""
+        table = {f.name: getattr(settings, f.name) for f in fields(settings)}
+        every = dict.fromkeys([*ANSWER_BUDGETS, *kinds])
+        return cls({kind: int(table.get(kind.setting, 0)) for kind in every})
+
+    def limit(self, kind: BudgetKind) -> int:
+        """The most of ``kind`` one answer may spend."""
+        return self._limits.get(kind.name, 0)
+
+    def taken(self, kind: BudgetKind) -> int:
+        """What was spent of ``kind``, and what calls still running hold of it."""
+        return self._taken.get(kind.name, 0)
+
+    def held(self, kind: BudgetKind) -> int:
+        """What calls still running hold of ``kind`` (not spent yet)."""
+        return self._held.get(kind.name, 0)
+
+    def spent(self, kind: BudgetKind) -> int:
+        """What was spent of ``kind`` (the holds of calls still running left out): the
+        trailer's count."""
+        return max(0, self.taken(kind) - self.held(kind))
+
+    def left(self, kind: BudgetKind) -> int:
+        """What may still be taken of ``kind``."""
+        return max(0, self.limit(kind) - self.taken(kind))
 
     @property
-    def pages_read(self) -> int:
-        """Pages read so far (the reservations of reads still running left out)."""
-        return max(0, self.pages_used - self.pages_held)
+    def tools_spent(self) -> bool:
+        """Whether a budget whose end ends the tool rounds is spent (SPEC 3.5)."""
+        return any(k.ends_tools and not self.left(k) for k in self._kinds.values())
 
-    def page_refusal(self) -> str:
-        """The tool text of a read refused because no page is left (`pages_left` is 0).
+    def take(self, kind: BudgetKind, wanted: int) -> int:
+        """Spend up to ``wanted`` of ``kind``; return how much was granted (maybe 0)."""
+        granted = min(max(wanted, 0), self.left(kind))
+        if granted:
+            self._taken[kind.name] += granted
+        return granted
 
-        Spent means read: while reads running at the same time hold the rest, the text
-        says so instead, so it never disagrees with the trailer, which counts pages read.
+    def give_back(self, kind: BudgetKind, unused: int) -> None:
+        """Return what was taken of ``kind`` and not spent (a crawl that stopped early)."""
+        if kind.name in self._taken:
+            self._taken[kind.name] = max(0, self._taken[kind.name] - max(unused, 0))
+
+    def reserve(self, kind: BudgetKind, wanted: int) -> int:
+        """Hold up to ``wanted`` of ``kind`` for a call about to run; return how much
+        (maybe 0).
+
+        It counts against the limit at once, so calls running at the same time never
+        pass it together, but it is not spent until `settle`.
         """
-        if self.pages_held:
-            return prompts.PAGE_BUDGET_HELD.format(limit=self.pages_limit)
-        return prompts.PAGE_BUDGET_SPENT.format(limit=self.pages_limit)
+        granted = self.take(kind, wanted)
+        if granted:
+            self._held[kind.name] += granted
+        return granted
+
+    def settle(self, kind: BudgetKind, reserved: int, spent: int) -> None:
+        """End a reservation of ``reserved`` of which ``spent`` was spent: the budget is
+        charged for that only."""
+        if kind.name in self._held:
+            self._held[kind.name] = max(0, self._held[kind.name] - reserved)
+        self.give_back(kind, reserved - min(max(spent, 0), reserved))
 
     def trailer(self) -> str:
-        """The last line of every tool result: the pages are pages read."""
-        return prompts.BUDGET_TRAILER.format(
-            searches_used=self.searches_used,
-            searches_limit=self.searches_limit,
-            pages_used=self.pages_read,
-            pages_limit=self.pages_limit,
+        """The last line of every tool result: each budget's part, in order (SPEC 5)."""
+        return prompts.BUDGET_TRAILER_JOIN.join(
+            kind.trailer.format(used=self.spent(kind), limit=self.limit(kind))
+            for kind in self._kinds.values()
         )

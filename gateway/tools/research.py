@@ -15,7 +15,6 @@ Deadlines: a tool's own deadlines are fitted inside the loop's tool timeout
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
@@ -23,18 +22,16 @@ from typing import Any
 
 from fetcher.client import FetcherClient
 from gateway.metrics import GatewayMetrics
-from gateway.tools.base import ToolContext, ToolItem, ToolOutcome, ToolResult
+from gateway.tools.base import ToolContext, ToolItem
 from gateway.tools.fetch import rules as fetch_rules
-from gateway.tools.fetch.rules import ReadProblem
-from gateway.tools.fetch.run import FetchDone, fetch_page
+from gateway.tools.fetch.run import fetch_page
+from gateway.tools.ledger import BudgetKind
 from gateway.tools.search import rules as search_rules
 from gateway.tools.search.run import web_search
 from gateway.tools.search.searxng import SearxngClient
 
 #: Seconds kept back from the loop's tool timeout for the tool to write its result.
 TOOL_MARGIN = 1.0
-#: Problems after which a read is tried on the next fetcher (nothing was read yet).
-_TRY_NEXT = frozenset({ReadProblem.UNAVAILABLE, ReadProblem.BUSY})
 
 
 def fit_inside(wanted: float, tool_timeout: float) -> float:
@@ -59,6 +56,7 @@ class WebSearch:
     schema: Mapping[str, Any] = search_rules.SCHEMA
     subject = "query"
     folded = frozenset({"query", "queries"})
+    budget: BudgetKind = search_rules.BUDGET
 
     def __init__(self, client: SearxngClient, *, metrics: GatewayMetrics) -> None:
         """Args:
@@ -73,14 +71,16 @@ class WebSearch:
     ) -> AsyncGenerator[ToolItem, None]:
         """Search: one ``searched`` event (unless the arguments could not be searched), then
         the result."""
-        done = await web_search(
-            arguments, client=self._client, ledger=context.ledger, budgets=context.budgets
+        search = web_search(
+            arguments,
+            client=self._client,
+            ledger=context.ledger,
+            budgets=context.budgets,
+            metrics=self._metrics,
         )
-        for cause in done.failures:
-            self._metrics.searxng_errors.labels(cause.value).inc()
-        if done.event is not None:
-            yield done.event
-        yield ToolResult(done.text, ToolOutcome(done.outcome))
+        async with aclosing(search):
+            async for item in search:
+                yield item
 
 
 class FetchPages:
@@ -95,6 +95,7 @@ class FetchPages:
     schema: Mapping[str, Any] = fetch_rules.SCHEMA
     subject = "url"
     folded: frozenset[str] = frozenset()
+    budget: BudgetKind = fetch_rules.BUDGET
 
     def __init__(self, fetchers: Sequence[FetcherClient], *, deadline: float) -> None:
         """Args:
@@ -120,36 +121,16 @@ class FetchPages:
         Closing this generator early (the client went away, the loop's timeout) closes
         the fetcher's stream, which cancels the read on the fetcher's side.
         """
-        loop = asyncio.get_running_loop()
-        ends = loop.time() + self._deadline
-        order = self._order()
-        done: FetchDone | None = None
-        for tries, client in enumerate(order, start=1):
-            left = ends - loop.time()
-            if done is not None and left <= 0:
-                break  # no time for another fetcher: the last one's answer stands
-            pages = 0
-            reads = fetch_page(
-                arguments,
-                client=client,
-                ledger=context.ledger,
-                budgets=context.budgets,
-                user_hosts=context.user_hosts,
-                request_id=context.request_id,
-                deadline=max(left, 0.001),
-                scope=context.scope,
-            )
-            async with aclosing(reads):
-                async for item in reads:
-                    if isinstance(item, FetchDone):
-                        done = item
-                        break
-                    pages += 1
-                    yield item
-            assert done is not None
-            if pages or done.problem not in _TRY_NEXT or tries == len(order):
-                break
-        assert done is not None
-        if done.unread is not None:
-            yield done.unread  # no page was read: say why (fetcher down, busy, budget...)
-        yield ToolResult(done.text, ToolOutcome(done.outcome))
+        reads = fetch_page(
+            arguments,
+            fetchers=self._order(),
+            ledger=context.ledger,
+            budgets=context.budgets,
+            user_hosts=context.user_hosts,
+            request_id=context.request_id,
+            deadline=self._deadline,
+            scope=context.scope,
+        )
+        async with aclosing(reads):
+            async for item in reads:
+                yield item

@@ -355,7 +355,7 @@ async def test_stream_closed_early_cancels_the_read(sock_dir: Path, reader: Scri
     async with serving(sock_dir, reader) as (server, client):
         stream = client.read_stream(START, allowed_hosts={"origin.test"}, page_limit=2)
         assert await anext(stream) == PAGE
-        await stream.aclose()  # type: ignore[attr-defined]
+        await stream.aclose()
         await asyncio.wait_for(reader.cancelled.wait(), 2)
         await eventually(lambda: server.servicer.in_flight == 0)
 

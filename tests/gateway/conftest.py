@@ -20,7 +20,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.settings import EngineSettings, Settings, Timeouts
 from gateway.tools.base import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
 from gateway.tools.events import Searched
-from gateway.tools.ledger import Found
+from gateway.tools.ledger import SEARCHES, BudgetKind, Found
 from testkit.engine import FakeEngine
 from tests.gateway.servers import serve
 
@@ -73,6 +73,7 @@ class FakeSearch:
 
     subject = "query"
     folded = frozenset({"query", "queries"})
+    budget: BudgetKind | None = SEARCHES
 
     def __init__(self, name: str = "web_search") -> None:
         self._name = name
@@ -103,7 +104,7 @@ class FakeSearch:
                     self.gate.set()
                 await self.gate.wait()
             query = str(arguments["query"])
-            if not context.budgets.take_searches(1):
+            if not context.budgets.take(SEARCHES, 1):
                 yield ToolResult("The search budget is spent.", outcome=ToolOutcome.REFUSED)
                 return
             slug = "-".join(query.split())
@@ -121,6 +122,7 @@ class BlockingTool:
 
     subject = None
     folded: frozenset[str] = frozenset()
+    budget: BudgetKind | None = None
 
     def __init__(self) -> None:
         self.started = asyncio.Event()

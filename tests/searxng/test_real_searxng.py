@@ -11,13 +11,13 @@ import pytest
 
 from fetcher.client import DomainLists
 from gateway import prompts
-from gateway.tools.ledger import BudgetCounter, Ledger
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Ledger
 from gateway.tools.search.answer import FailureCause, SearchAnswer, SearchFailure, read_answer
-from gateway.tools.search.run import web_search
 from gateway.tools.search.searxng import SEARCH_HEADERS, SearxngClient, http_client
 from testkit.engine import text_reply, tool_reply
 from testkit.origin import Origin, html
 from tests.e2e.client import body, stream_answer
+from tests.gateway.tools.search.searching import search_once
 from tests.llama.processes import Served
 from tests.searxng.conftest import GatewayFactory
 from tests.searxng.real import ResultServer
@@ -39,7 +39,9 @@ def client_of(served: Served, http: httpx.AsyncClient, **options: object) -> Sea
 
 
 async def search(client: SearxngClient, ledger: Ledger, **arguments: object) -> str:
-    done = await web_search(arguments, client=client, ledger=ledger, budgets=BudgetCounter(16, 12))
+    done = await search_once(
+        arguments, client=client, ledger=ledger, budgets=BudgetCounter({SEARCHES: 16, PAGES: 12})
+    )
     assert done.outcome == "ok", done.text
     return done.text
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from fetcher.client import (
     FetcherBusy,
@@ -24,13 +24,16 @@ from fetcher.client import (
     Reason,
 )
 from gateway import prompts
+from gateway.tools.base import ToolOutcome
 from gateway.tools.events import Read
 from gateway.tools.fetch.addresses import allowed_hosts
-from gateway.tools.ledger import BudgetCounter, Found, Ledger
+from gateway.tools.ledger import PAGES, BudgetCounter, BudgetKind, Found, Ledger
 from gateway.tools.search.answer import TITLE_CHARS, one_line
 from gateway.tools.search.rules import ArgumentProblem
 
 NAME = "fetch_page_content_recursive"
+#: What a read spends: every page it reads (SPEC 8).
+BUDGET: BudgetKind = PAGES
 #: SPEC 7 step 9: one read reads at most 6 pages, whatever the budget left.
 PAGES_PER_READ = 6
 #: ``ReadRequest.url``'s bound in the gRPC contract (``fetcher.proto``).
@@ -81,8 +84,6 @@ REFUSALS = frozenset(
     }
 )
 
-Outcome = Literal["ok", "error", "refused", "timeout"]
-
 
 class ReadProblem(enum.StrEnum):
     """Why a read gave no report: the fetcher client's errors, or a read not asked for
@@ -130,8 +131,8 @@ def plan_fetch(
     """Reserve the pages of one read and name its allowed hosts.
 
     Returns:
-        The plan, or None when no page is left (answer `BudgetCounter.page_refusal` and
-        read nothing). Reads running at the same time each reserve their own pages, so
+        The plan, or None when no page is left (answer :func:`page_refusal` and read
+        nothing). Reads running at the same time each reserve their own pages, so
         together they never pass the budget; :func:`settle` returns what was not read.
 
     # Security
@@ -142,7 +143,7 @@ def plan_fetch(
     ``tests/gateway/tools/fetch/test_run.py::test_host_outside_the_answer_is_refused``
     and ``tests/e2e/test_research.py::test_a_redirect_elsewhere_does_not_widen_rule_1``.
     """
-    reserved = budgets.reserve_pages(min(PAGES_PER_READ, budgets.pages_left))
+    reserved = budgets.reserve(BUDGET, min(PAGES_PER_READ, budgets.left(BUDGET)))
     if reserved == 0:
         return None
     hosts = allowed_hosts(ledger.searched_urls(), user_hosts)
@@ -151,7 +152,18 @@ def plan_fetch(
 
 def settle(budgets: BudgetCounter, plan: FetchPlan, pages_read: int) -> None:
     """Charge the budget for the pages read: give back the rest of the reservation."""
-    budgets.settle_pages(plan.page_limit, pages_read)
+    budgets.settle(BUDGET, plan.page_limit, pages_read)
+
+
+def page_refusal(budgets: BudgetCounter) -> str:
+    """The tool text of a read refused because no page is left.
+
+    Spent means read: while reads running at the same time hold the rest, the text says
+    so instead, so it never disagrees with the trailer, which counts pages read.
+    """
+    if budgets.held(BUDGET):
+        return prompts.PAGE_BUDGET_HELD.format(limit=budgets.limit(BUDGET))
+    return prompts.PAGE_BUDGET_SPENT.format(limit=budgets.limit(BUDGET))
 
 
 def problem_of(error: FetcherClientError) -> ReadProblem:
@@ -262,14 +274,14 @@ def _problem_line(problem: ReadProblem, url: str, detail: str, scope: prompts.Sc
 
 def outcome(
     pages: Sequence[PageRead], failures: Sequence[PageFailed], problem: ReadProblem | None
-) -> Outcome:
+) -> ToolOutcome:
     """The tool-call metric label of a read."""
     if pages:
-        return "ok"
+        return ToolOutcome.OK
     if problem is ReadProblem.TIMEOUT:
-        return "timeout"
+        return ToolOutcome.TIMEOUT
     if problem is None and failures and failures[0].reason in REFUSALS:
-        return "refused"
+        return ToolOutcome.REFUSED
     if problem is None and failures and failures[0].reason is Reason.TIMEOUT:
-        return "timeout"
-    return "error"
+        return ToolOutcome.TIMEOUT
+    return ToolOutcome.ERROR

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway import prompts
-from gateway.tools.ledger import BudgetCounter
+from gateway.tools.ledger import SEARCHES, BudgetCounter, BudgetKind
 
 NAME = "web_search"
+#: What a call spends: one search per query; once spent, the tool rounds end (SPEC 8).
+BUDGET: BudgetKind = SEARCHES
 #: ``queries`` adds at most this many searches to ``query`` (SPEC 6).
 MAX_MORE_QUERIES = 3
 #: A query longer than this is a paragraph, not a search.
@@ -285,5 +287,5 @@ def charge(call: SearchCall, budgets: BudgetCounter) -> Charge:
     Angles are not charged (SPEC 6). ``searched`` empty means the budget was spent before
     the call: answer with ``prompts.SEARCH_BUDGET_SPENT`` and run nothing.
     """
-    granted = budgets.take_searches(len(call.queries))
+    granted = budgets.take(BUDGET, len(call.queries))
     return Charge(searched=call.queries[:granted], skipped=call.queries[granted:])

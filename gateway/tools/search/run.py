@@ -2,49 +2,29 @@
 
 The doing half of web_search; every decision is in ``gateway.tools.search.rules`` and
 ``gateway.tools.search.text``. A call's SearXNG requests (each query and each angle) run
-concurrently; the result is a :class:`SearchDone` value, never an exception (except
-``CancelledError`` when the caller is cancelled, which cancels every request).
+concurrently; :func:`web_search` yields the ``searched`` event, then the call's
+`~gateway.tools.base.ToolResult`, never an exception (except ``CancelledError`` when the
+caller is cancelled, which cancels every request).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
 
 from gateway import prompts
-from gateway.tools.events import Searched
+from gateway.metrics import GatewayMetrics
+from gateway.tools.base import ToolItem, ToolOutcome, ToolResult
 from gateway.tools.ledger import BudgetCounter, Ledger
-from gateway.tools.search.answer import FailureCause, SearchFailure
-from gateway.tools.search.rules import ArgumentProblem, charge, plan, read_arguments
+from gateway.tools.search.answer import SearchFailure
+from gateway.tools.search.rules import BUDGET, ArgumentProblem, charge, plan, read_arguments
 from gateway.tools.search.searxng import SearxngClient
 from gateway.tools.search.text import merge, refused_event, searched_event, tool_text
 
 #: A widened query shows up to this many times the configured results: the angles add as
 #: many as the query's own words, so a round of widened queries still fits a small context.
 WIDENED_RESULTS_FACTOR = 2
-
-Outcome = Literal["ok", "error", "refused"]
-
-
-@dataclass(frozen=True)
-class SearchDone:
-    """What one call gives back.
-
-    Attributes:
-        text: The tool message (the loop adds the budget trailer).
-        event: The ``searched`` event, or None when the arguments could not be searched.
-        outcome: The tool-call metric label: ``ok`` (SearXNG answered at least once),
-            ``error`` (bad arguments, or no search got an answer), ``refused`` (budget).
-        failures: The cause of each SearXNG request that failed (the SearXNG-errors
-            metric counts them).
-    """
-
-    text: str
-    event: Searched | None
-    outcome: Outcome
-    failures: tuple[FailureCause, ...] = ()
 
 
 async def web_search(
@@ -53,25 +33,32 @@ async def web_search(
     client: SearxngClient,
     ledger: Ledger,
     budgets: BudgetCounter,
-) -> SearchDone:
-    """Run one web_search call against SearXNG.
+    metrics: GatewayMetrics,
+) -> AsyncGenerator[ToolItem, None]:
+    """Run one web_search call against SearXNG: one ``searched`` event (unless the
+    arguments could not be searched), then the result.
+
+    The outcome is ``ok`` when SearXNG answered at least once, ``error`` for bad
+    arguments or no search answered, ``refused`` when the budget was spent.
 
     Args:
         arguments: The call's arguments (already known to be a JSON object).
         client: The SearXNG client.
         ledger: The answer's ledger; every result shown gets its number there.
         budgets: The answer's budgets; each query searched takes one search.
+        metrics: Where each SearXNG request that failed is counted by its cause.
     """
     call = read_arguments(arguments)
     if isinstance(call, ArgumentProblem):
-        return SearchDone(call.message, None, "error")
+        yield ToolResult(call.message, ToolOutcome.ERROR)
+        return
     charged = charge(call, budgets)
     if not charged.searched:
-        return SearchDone(
-            prompts.SEARCH_BUDGET_SPENT.format(limit=budgets.searches_limit),
-            refused_event(call),
-            "refused",
+        yield refused_event(call)
+        yield ToolResult(
+            prompts.SEARCH_BUDGET_SPENT.format(limit=budgets.limit(BUDGET)), ToolOutcome.REFUSED
         )
+        return
     planned = plan(charged.searched, call.kind)
     time_range = None if call.time_range is None else call.time_range.value
     answers = await asyncio.gather(
@@ -87,10 +74,9 @@ async def web_search(
         for query in charged.searched
     ]
     text, shown = tool_text(call, charged, results, ledger)
-    failures = tuple(a.cause for a in answers if isinstance(a, SearchFailure))
-    return SearchDone(
-        text=text,
-        event=searched_event(call, charged, results, shown),
-        outcome="ok" if any(r.answered for r in results) else "error",
-        failures=failures,
-    )
+    for answer in answers:
+        if isinstance(answer, SearchFailure):
+            metrics.searxng_errors.labels(answer.cause.value).inc()
+    yield searched_event(call, charged, results, shown)
+    answered = any(r.answered for r in results)
+    yield ToolResult(text, ToolOutcome.OK if answered else ToolOutcome.ERROR)

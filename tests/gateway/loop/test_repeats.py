@@ -18,6 +18,7 @@ from gateway.loop.calls import CallVerdict, RawCall, settle_seen, vet_call
 from gateway.loop.turn import ChatTurn, LoopOptions, RequiredMemory
 from gateway.settings import EngineSettings
 from gateway.tools.base import CallShape, ToolBox, ToolContext, ToolItem, ToolOutcome, ToolResult
+from gateway.tools.ledger import BudgetKind
 from testkit.engine import FakeEngine, text_reply, tool_reply
 
 FETCH = "fetch_page_content_recursive"
@@ -76,6 +77,7 @@ class RefusedOnce:
     name = FETCH
     subject = "url"
     folded: frozenset[str] = frozenset()
+    budget: BudgetKind | None = None
     schema: Mapping[str, Any] = {
         "type": "function",
         "function": {

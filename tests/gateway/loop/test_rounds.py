@@ -224,7 +224,7 @@ def test_an_engine_known_to_fail_required_starts_with_the_gateways_search_then_a
 ) -> None:
     state = start(support)
     assert state.search_due
-    state = searched_first(state, searches_spent=False)
+    state = searched_first(state, tools_spent=False)
     assert (state.search_due, state.tool_rounds, state.phase) == (False, 0, Phase.TOOLS)
     plan = next_round(state, support)
     assert (plan.tool_choice, plan.hold_text) == ("auto", False)
@@ -237,7 +237,7 @@ def test_an_engine_that_ignores_required_gets_the_gateways_search_then_round_two
     advance = after_round(state, plan, RoundOutcome(calls=0, malformed=0, has_text=True))
     assert (advance.step, advance.learnt) == (Step.SEARCH_FIRST, RequiredSupport.IGNORED)
     assert (advance.state.search_due, advance.state.tool_rounds) == (True, 1)
-    state = searched_first(advance.state, searches_spent=False)
+    state = searched_first(advance.state, tools_spent=False)
     second = next_round(state, RequiredSupport.IGNORED)
     assert (second.tool_choice, second.hold_text) == ("auto", False)
     advance = after_round(state, second, RoundOutcome(calls=0, malformed=0, has_text=True))
@@ -246,7 +246,7 @@ def test_an_engine_that_ignores_required_gets_the_gateways_search_then_round_two
 
 
 def test_the_gateways_search_spending_the_budget_starts_the_answer_rounds() -> None:
-    state = searched_first(start(RequiredSupport.IGNORED), searches_spent=True)
+    state = searched_first(start(RequiredSupport.IGNORED), tools_spent=True)
     assert state.phase is Phase.ANSWER
     plan = next_round(state, RequiredSupport.IGNORED)
     assert (plan.offer_tools, plan.announce_answer) == (False, True)
@@ -318,7 +318,7 @@ def test_round_fields_raise_small_limits_and_ask_for_parallel_calls_only_with_to
 def test_a_refused_required_gets_the_gateways_search_then_auto() -> None:
     state = refused_required(LoopState())
     assert (state.search_due, state.tool_rounds) == (True, 1)
-    plan = next_round(searched_first(state, searches_spent=False), RequiredSupport.UNKNOWN)
+    plan = next_round(searched_first(state, tools_spent=False), RequiredSupport.UNKNOWN)
     assert (plan.tool_choice, plan.hold_text) == ("auto", False)
 
 
@@ -358,15 +358,15 @@ def test_a_spent_search_budget_ends_the_tool_rounds() -> None:
     state = LoopState(tool_rounds=1)
     plan = next_round(state, RequiredSupport.HONOURED)
     advance = after_round(
-        state, plan, RoundOutcome(calls=1, malformed=0, has_text=False, searches_spent=True)
+        state, plan, RoundOutcome(calls=1, malformed=0, has_text=False, tools_spent=True)
     )
     assert advance.state.phase is Phase.ANSWER
 
 
 def test_the_budget_spent_by_the_calls_ends_the_tool_rounds() -> None:
     state = LoopState(tool_rounds=1)
-    kept = after_calls(state, searches_spent=False).phase
-    ended = after_calls(state, searches_spent=True).phase
+    kept = after_calls(state, tools_spent=False).phase
+    ended = after_calls(state, tools_spent=True).phase
     assert (kept, ended) == (Phase.TOOLS, Phase.ANSWER)
 
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from gateway import prompts
-from gateway.tools.ledger import BudgetCounter, Found, Ledger, normalise_url
+from gateway.settings import Budgets
+from gateway.tools.ledger import (
+    PAGES,
+    SEARCHES,
+    BudgetCounter,
+    BudgetKind,
+    Found,
+    Ledger,
+    normalise_url,
+)
 
 # --- Ledger and budgets --------------------------------------------------------------------
 
@@ -64,19 +73,57 @@ def test_sources_message_lists_numbers() -> None:
 
 
 def test_budget_trailer_wording() -> None:
-    budgets = BudgetCounter(16, 12)
-    assert budgets.take_searches(3) == 3
-    assert budgets.take_pages(1) == 1
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
+    assert budgets.take(SEARCHES, 3) == 3
+    assert budgets.take(PAGES, 1) == 1
     assert budgets.trailer() == "Searches used 3 of 16; pages read 1 of 12"
 
 
 def test_budgets_grant_only_what_is_left() -> None:
-    budgets = BudgetCounter(2, 1)
-    assert budgets.take_searches(3) == 2
-    assert budgets.searches_spent
-    assert budgets.take_pages(5) == 1
-    budgets.give_back_pages(1)
-    assert budgets.pages_left == 1
+    budgets = BudgetCounter({SEARCHES: 2, PAGES: 1})
+    assert budgets.take(SEARCHES, 3) == 2
+    assert budgets.tools_spent
+    assert budgets.take(PAGES, 5) == 1
+    budgets.give_back(PAGES, 1)
+    assert budgets.left(PAGES) == 1
+
+
+#: A tool's own budget, drawing its limit from the pages setting.
+COUNTS = BudgetKind("counts", "pages", "texts counted {used} of {limit}", ends_tools=True)
+
+
+def test_an_answers_budgets_are_spec_eights_then_the_tools_own() -> None:
+    budgets = BudgetCounter.of(Budgets(searches=3, pages=2), [PAGES, COUNTS])
+    assert [budgets.limit(k) for k in (SEARCHES, PAGES, COUNTS)] == [3, 2, 2]
+    assert budgets.take(COUNTS, 1) == 1
+    assert budgets.trailer() == ("Searches used 0 of 3; pages read 0 of 2; texts counted 1 of 2")
+    # Each kind is counted on its own, and only a kind that ends the tool rounds ends them.
+    assert budgets.left(PAGES) == 2
+    assert budgets.take(PAGES, 2) == 2
+    assert not budgets.tools_spent
+    assert budgets.take(COUNTS, 5) == 1
+    assert budgets.tools_spent
+
+
+@pytest.mark.parametrize(
+    ("kind", "limit"),
+    [
+        (BudgetKind("elsewhere", "no_such_setting", "{used}/{limit}"), 0),
+        (BudgetKind("searches_again", "searches", "{used}/{limit}"), 16),
+    ],
+    ids=["unknown-setting-spends-nothing", "another-kind-on-a-known-setting"],
+)
+def test_a_kinds_limit_is_the_setting_it_names(kind: BudgetKind, limit: int) -> None:
+    budgets = BudgetCounter.of(Budgets(), [kind])
+    assert budgets.limit(kind) == limit
+    assert budgets.take(kind, 100) == limit
+
+
+def test_a_kind_the_counter_does_not_hold_spends_nothing() -> None:
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
+    assert (budgets.limit(COUNTS), budgets.take(COUNTS, 1), budgets.reserve(COUNTS, 1)) == (0, 0, 0)
+    budgets.settle(COUNTS, 1, 1)
+    assert budgets.trailer() == "Searches used 0 of 16; pages read 0 of 12"
 
 
 def test_model_strings_follow_spec_five() -> None:

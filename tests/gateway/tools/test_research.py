@@ -15,7 +15,7 @@ from gateway.metrics import GatewayMetrics
 from gateway.tools.base import Tool, ToolContext, ToolItem, ToolOutcome, ToolResult
 from gateway.tools.events import Read, Searched
 from gateway.tools.fetch.addresses import hosts_in_text
-from gateway.tools.ledger import BudgetCounter, Found, Ledger
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Found, Ledger
 from gateway.tools.research import TOOL_MARGIN, FetchPages, WebSearch, fit_inside
 from gateway.tools.search.searxng import SearxngClient
 from testkit.origin import Origin, html
@@ -24,7 +24,11 @@ from tests.support.fetcher_service import FetcherService, socket_folder
 
 
 def context(ledger: Ledger | None = None, user_text: str = "") -> ToolContext:
-    return ToolContext(ledger or Ledger(), BudgetCounter(16, 12), tuple(hosts_in_text(user_text)))
+    return ToolContext(
+        ledger or Ledger(),
+        BudgetCounter({SEARCHES: 16, PAGES: 12}),
+        tuple(hosts_in_text(user_text)),
+    )
 
 
 async def run(tool: Tool, arguments: Mapping[str, Any], ctx: ToolContext) -> list[ToolItem]:
@@ -163,7 +167,7 @@ async def test_every_fetcher_down_is_one_clear_result(origin: Origin) -> None:
         Read(origin.url("/"), origin.url("/"), "", ok=False, reason="unavailable"),
         ToolResult(prompts.FETCH_UNAVAILABLE.format(url=origin.url("/")), ToolOutcome.ERROR),
     ]
-    assert ctx.budgets.pages_used == 0
+    assert ctx.budgets.taken(PAGES) == 0
 
 
 def test_fetch_pages_needs_a_fetcher() -> None:

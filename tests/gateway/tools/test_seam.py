@@ -12,7 +12,7 @@ import httpx
 
 from gateway.tools.base import ToolContext, ToolItem, ToolOutcome, ToolResult
 from gateway.tools.events import Read
-from gateway.tools.ledger import Found
+from gateway.tools.ledger import PAGES, BudgetKind, Found
 from testkit.engine import FakeEngine, text_reply, tool_reply
 from tests.gateway.conftest import AUTH, TEST_TIMEOUTS, GatewayFactory, make_settings
 from tests.gateway.http.test_app import chat, events_of
@@ -24,6 +24,7 @@ class Crawl:
     name = "fetch_page_content_recursive"
     subject = "url"
     folded: frozenset[str] = frozenset()
+    budget: BudgetKind | None = PAGES
     schema: Mapping[str, Any] = {
         "type": "function",
         "function": {
@@ -47,7 +48,7 @@ class Crawl:
             await gate.wait()
             url = f"{arguments['url']}p{i}"
             n = context.ledger.add(url, f"Page {i}", found=Found.PAGE)
-            context.budgets.take_pages(1)
+            context.budgets.take(PAGES, 1)
             yield Read(url=url, final_url=url, title=f"Page {i}", ok=True)
             assert n
         yield ToolResult("two pages", ToolOutcome.OK)

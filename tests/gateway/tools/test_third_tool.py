@@ -1,5 +1,5 @@
 """A third tool registered only where tools are listed runs through the loop, the stream
-and MCP like the two research tools, with its own subject, repeat rule and event."""
+and MCP like the two research tools, with its own subject, repeat rule, event and budget."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import json
 
 import httpx
 
+from gateway.settings import Budgets
 from testkit.engine import FakeEngine, text_reply, tool_reply
 from tests.e2e.mcp_client import Notes, connect, text_of
-from tests.gateway.conftest import AUTH, KEY, GatewayFactory
+from tests.gateway.conftest import AUTH, KEY, GatewayFactory, make_settings
 from tests.gateway.http.test_app import chat, content_of, events_of
 from tests.gateway.tools.third_tool import NAME, CountWords
 
@@ -46,6 +47,35 @@ async def test_the_third_tool_runs_in_the_loop_and_its_events_stream(
     first_result = engine.chats[1]["messages"][-1]
     assert first_result["role"] == "tool"
     assert first_result["content"].startswith("The text has 3 words.")
+    # The trailer holds the tool's own budget after SPEC 8's two.
+    assert first_result["content"].endswith(
+        "\nSearches used 0 of 16; pages read 0 of 12; texts counted 1 of 12"
+    )
+
+
+async def test_the_third_tools_own_budget_ends_the_tool_rounds_when_spent(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    tool = CountWords()
+    engine.script(
+        tool_reply((NAME, json.dumps({"text": "one two"}))),
+        text_reply("Two words."),
+    )
+    settings = make_settings(engine, budgets=Budgets(pages=1))
+    async with gateway_at(settings=settings, tools=[tool]) as url:
+        response = await http.post(
+            f"{url}/v1/chat/completions",
+            json=chat(thor_web_search=True, stream=True),
+            headers=AUTH,
+        )
+    assert response.status_code == 200
+    assert tool.calls == ["one two"]
+    assert content_of(events_of(response.text)) == "Two words."
+    # Its one count spent, the next round is an answer round: no tools offered.
+    assert "tools" in engine.chats[0]
+    assert "tools" not in engine.chats[1]
+    result = next(m for m in engine.chats[1]["messages"] if m["role"] == "tool")
+    assert result["content"].endswith("; texts counted 1 of 1")
 
 
 async def test_the_third_tool_is_listed_and_called_over_mcp(gateway_at: GatewayFactory) -> None:

@@ -4,6 +4,8 @@ its schema, its rules, its run, its tool text and its own event.
 Nothing of the gateway names it: the loop, the rounds, call vetting, repeats and the
 budgets take what they need from the tool itself (`gateway.tools.base.Tool`), and the
 stream and MCP take its event through `gateway.tools.events.ThorEvent`'s two methods.
+It has a budget of its own (`COUNTS`), limited by the ``[budgets] pages`` setting: once it
+is spent the tool rounds end, as they do when the searches are spent.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.tools.base import ToolContext, ToolItem, ToolOutcome, ToolResult
+from gateway.tools.ledger import BudgetKind
 
 NAME = "count_words"
 SCHEMA: Mapping[str, Any] = {
@@ -27,6 +30,10 @@ SCHEMA: Mapping[str, Any] = {
         },
     },
 }
+
+#: The tool's own budget: texts counted, as many as ``[budgets] pages`` allows; spent, it
+#: ends the tool rounds.
+COUNTS = BudgetKind("counts", "pages", "texts counted {used} of {limit}", ends_tools=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +64,7 @@ class CountWords:
     subject = "text"
     #: Counting is blind to case and spacing, so a call that differs only in them repeats.
     folded = frozenset({"text"})
+    budget = COUNTS
 
     def __init__(self) -> None:
         self.calls: list[str] = []
@@ -66,6 +74,9 @@ class CountWords:
     ) -> AsyncGenerator[ToolItem, None]:
         """Count, say so as an event, then answer with the number."""
         text = str(arguments["text"])
+        if not context.budgets.take(COUNTS, 1):
+            yield ToolResult("No count is left; answer from what you have.", ToolOutcome.REFUSED)
+            return
         self.calls.append(text)
         words = count(text)
         yield Counted(words)

@@ -33,6 +33,7 @@ from gateway.tools.fetch.addresses import (
     addresses_in_text,
     hosts_in_text,
 )
+from gateway.tools.ledger import BudgetKind
 from testkit.engine import FakeEngine, text_reply, tool_reply
 
 #: The red team's inputs, by name: a text of about ``n`` characters.
@@ -175,6 +176,7 @@ class HostsProbe:
 
     subject = None
     folded: frozenset[str] = frozenset()
+    budget: BudgetKind | None = None
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, ...]] = []

@@ -23,13 +23,13 @@ from gateway.loop.turn import ChatTurn, LoopOptions, RequiredMemory
 from gateway.settings import Budgets, EngineSettings
 from gateway.tools.base import ToolBox
 from gateway.tools.fetch.addresses import hosts_in_text
-from gateway.tools.fetch.rules import plan_fetch, settle
-from gateway.tools.ledger import BudgetCounter, Ledger
+from gateway.tools.fetch.rules import page_refusal, plan_fetch, settle
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Ledger
 from gateway.tools.research import FetchPages
 from testkit.engine import FakeEngine, text_reply, tool_reply
 from testkit.origin import Origin, html
 
-PAGES = 5
+SITE_PAGES = 5
 
 
 @pytest.fixture
@@ -56,8 +56,8 @@ async def test_five_reads_in_one_round_past_the_budget_agree_with_the_trailer(
     engine: FakeEngine,
     engine_client: EngineClient,
 ) -> None:
-    urls = [origin.url(f"/p{i}") for i in range(PAGES)]
-    for i in range(PAGES):
+    urls = [origin.url(f"/p{i}") for i in range(SITE_PAGES)]
+    for i in range(SITE_PAGES):
         origin.routes[f"/p{i}"] = html(
             f"<html><head><title>P{i}</title></head><body><p>Page {i}.</p></body></html>"
         )
@@ -77,7 +77,7 @@ async def test_five_reads_in_one_round_past_the_budget_agree_with_the_trailer(
     )
     _ = [event async for event in turn.events()]
     results = tool_messages(engine.chats[1])
-    assert len(results) == PAGES
+    assert len(results) == SITE_PAGES
     read = [r for r in results if "Page " in r]
     refused = [r for r in results if r not in read]
     assert len(read) == 2
@@ -90,7 +90,7 @@ async def test_five_reads_in_one_round_past_the_budget_agree_with_the_trailer(
 
 
 def test_a_refusal_says_spent_only_when_the_pages_were_read() -> None:
-    ledger, budgets = Ledger(), BudgetCounter(searches=16, pages=12)
+    ledger, budgets = Ledger(), BudgetCounter({SEARCHES: 16, PAGES: 12})
     user = tuple(hosts_in_text("https://a.example/ https://b.example/ https://c.example/"))
     first = plan_fetch("https://a.example/", ledger=ledger, budgets=budgets, user_hosts=user)
     second = plan_fetch("https://b.example/", ledger=ledger, budgets=budgets, user_hosts=user)
@@ -106,28 +106,28 @@ def test_a_refusal_says_spent_only_when_the_pages_were_read() -> None:
         is None
     )
     # Held by reads still running: not spent, and the trailer counts no page yet.
-    assert budgets.page_refusal() == prompts.PAGE_BUDGET_HELD.format(limit=12)
+    assert page_refusal(budgets) == prompts.PAGE_BUDGET_HELD.format(limit=12)
     assert budgets.trailer().endswith("pages read 0 of 12")
     settle(budgets, first, 6)
-    assert budgets.page_refusal() == prompts.PAGE_BUDGET_HELD.format(limit=12)
+    assert page_refusal(budgets) == prompts.PAGE_BUDGET_HELD.format(limit=12)
     assert budgets.trailer().endswith("pages read 6 of 12")
     settle(budgets, second, 6)
     # Every page read: now the refusal and the trailer both say 12.
-    assert (
-        budgets.page_refusal()
-        == "The page budget is spent (12 pages read); nothing was read."
-        + (" Answer from what you have.")
+    assert page_refusal(
+        budgets
+    ) == "The page budget is spent (12 pages read); nothing was read." + (
+        " Answer from what you have."
     )
     assert budgets.trailer().endswith("pages read 12 of 12")
 
 
 def test_a_read_that_read_fewer_gives_the_rest_back() -> None:
-    ledger, budgets = Ledger(), BudgetCounter(searches=16, pages=12)
+    ledger, budgets = Ledger(), BudgetCounter({SEARCHES: 16, PAGES: 12})
     plan = plan_fetch(
         "https://a.example/", ledger=ledger, budgets=budgets, user_hosts=("a.example",)
     )
     assert plan is not None
-    assert budgets.pages_held == 6
+    assert budgets.held(PAGES) == 6
     settle(budgets, plan, 2)
-    assert (budgets.pages_used, budgets.pages_held, budgets.pages_read) == (2, 0, 2)
-    assert budgets.pages_left == 10
+    assert (budgets.taken(PAGES), budgets.held(PAGES), budgets.spent(PAGES)) == (2, 0, 2)
+    assert budgets.left(PAGES) == 10

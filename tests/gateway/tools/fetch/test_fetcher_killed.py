@@ -21,7 +21,7 @@ from gateway import prompts
 from gateway.tools.base import ToolContext, ToolOutcome, ToolResult
 from gateway.tools.events import Read
 from gateway.tools.fetch.addresses import hosts_in_text
-from gateway.tools.ledger import BudgetCounter, Ledger
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Ledger
 from gateway.tools.research import FetchPages
 from testkit.origin import Origin, Reply, Request, html
 from tests.support.fetcher_process import spawn
@@ -44,7 +44,7 @@ async def read_while_killed(
             tool = FetchPages([client], deadline=30)
             context = ToolContext(
                 ledger=Ledger(),
-                budgets=BudgetCounter(16, 12),
+                budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
                 user_hosts=tuple(hosts_in_text(f"Read {url}")),
             )
 

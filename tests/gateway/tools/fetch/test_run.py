@@ -11,11 +11,11 @@ from typing import Any
 from fetcher.client import FetcherClient
 from fetcher.net.policy import Policy
 from gateway import prompts
+from gateway.tools.base import ToolOutcome, ToolResult
 from gateway.tools.events import Read
 from gateway.tools.fetch.addresses import hosts_in_text
-from gateway.tools.fetch.rules import ReadProblem
-from gateway.tools.fetch.run import FetchDone, fetch_page
-from gateway.tools.ledger import BudgetCounter, Found, Ledger
+from gateway.tools.fetch.run import fetch_page
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Found, Ledger
 from testkit.origin import Origin, Reply, Request, html
 from tests.support.fetcher_service import FetcherService, running_fetcher, socket_folder
 
@@ -51,12 +51,12 @@ async def run(
     user_hosts: tuple[str, ...] = (),
     deadline: float | None = None,
     on_event: Callable[[Read], None] | None = None,
-) -> tuple[list[Read], FetchDone]:
+) -> tuple[list[Read], ToolResult]:
     events: list[Read] = []
-    done: FetchDone | None = None
+    done: ToolResult | None = None
     stream = fetch_page(
         {"url": url},
-        client=client,
+        fetchers=[client],
         ledger=ledger,
         budgets=budgets,
         user_hosts=user_hosts,
@@ -65,12 +65,13 @@ async def run(
     )
     async with contextlib.aclosing(stream):
         async for item in stream:
+            assert done is None  # the result is the last item
             if isinstance(item, Read):
                 events.append(item)
                 if on_event is not None:
                     on_event(item)
             else:
-                assert done is None
+                assert isinstance(item, ToolResult)
                 done = item
     assert done is not None
     return events, done
@@ -90,11 +91,11 @@ async def test_a_page_from_the_search_results_is_read_numbered_and_labelled(
     small_site(origin)
     ledger = Ledger()
     assert ledger.add(origin.url("/"), "Start (search result)", found=Found.SEARCH) == 1
-    budgets = BudgetCounter(searches=16, pages=12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     events, done = await run(fetcher_client, origin.url("/"), ledger=ledger, budgets=budgets)
     assert done.outcome == "ok"
-    assert done.pages_read == 3
-    assert budgets.pages_used == 3
+    assert len([e for e in events if e.ok]) == 3
+    assert budgets.taken(PAGES) == 3
     assert sorted(e.title for e in events) == ["Page A", "Page B", "Start"]
     assert all(e.ok for e in events)
     blocks = done.text.split("\n\n")
@@ -118,16 +119,16 @@ async def test_read_events_arrive_while_the_crawl_is_still_running(
     origin.routes["/b"] = gated(gate, page("Page B"))
     ledger = Ledger()
     ledger.add(origin.url("/"), found=Found.SEARCH)
-    events, done = await run(
+    events, _ = await run(
         fetcher_client,
         origin.url("/"),
         ledger=ledger,
-        budgets=BudgetCounter(16, 12),
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
         on_event=lambda _: gate.set(),
     )
     assert events[0].title == "Start"
     assert "Page B" in [e.title for e in events]
-    assert done.pages_read == 3
+    assert len([e for e in events if e.ok]) == 3
 
 
 async def test_host_outside_the_answer_is_refused(
@@ -136,14 +137,14 @@ async def test_host_outside_the_answer_is_refused(
     small_site(origin)
     ledger = Ledger()
     ledger.add("https://somewhere-else.example/found", found=Found.SEARCH)
-    budgets = BudgetCounter(searches=16, pages=12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     events, done = await run(fetcher_client, origin.url("/"), ledger=ledger, budgets=budgets)
     assert [(e.ok, e.reason) for e in events] == [(False, "not_in_answer")]
     assert done.text == prompts.FIRST_PAGE_NOT_READ.format(
         url=origin.url("/"), reason="not in this answer's search results"
     )
     assert done.outcome == "refused"
-    assert budgets.pages_used == 0
+    assert budgets.taken(PAGES) == 0
     assert origin.requests == []
     assert [(r["outcome"], r["reason"]) for r in fetcher_service.records()] == [
         ("refused", "not_in_answer")
@@ -158,7 +159,7 @@ async def test_an_address_the_user_wrote_may_be_read(
         fetcher_client,
         origin.url("/a"),
         ledger=Ledger(),
-        budgets=BudgetCounter(16, 12),
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
         user_hosts=tuple(hosts_in_text(f"Please summarise {origin.url('/a')}.")),
     )
     assert done.outcome == "ok"
@@ -173,7 +174,10 @@ async def test_a_page_that_fails_is_one_line_with_its_reason(
     ledger = Ledger()
     ledger.add(origin.url("/"), found=Found.SEARCH)
     events, done = await run(
-        fetcher_client, origin.url("/"), ledger=ledger, budgets=BudgetCounter(16, 12)
+        fetcher_client,
+        origin.url("/"),
+        ledger=ledger,
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
     )
     assert done.outcome == "ok"
     assert (False, "http_status") in [(e.ok, e.reason) for e in events]
@@ -189,7 +193,9 @@ async def test_a_host_that_is_not_public_is_refused_even_when_allowed(
     address = f"https://private.test:{origin.port}/"
     ledger = Ledger()
     ledger.add(address, found=Found.SEARCH)
-    _, done = await run(fetcher_client, address, ledger=ledger, budgets=BudgetCounter(16, 12))
+    _, done = await run(
+        fetcher_client, address, ledger=ledger, budgets=BudgetCounter({SEARCHES: 16, PAGES: 12})
+    )
     assert done.outcome == "refused"
     assert done.text == prompts.FIRST_PAGE_NOT_READ.format(
         url=address, reason="the address is not on the public internet"
@@ -202,37 +208,29 @@ async def test_the_page_budget_limits_the_crawl_and_then_refuses(
     small_site(origin)
     ledger = Ledger()
     ledger.add(origin.url("/"), found=Found.SEARCH)
-    budgets = BudgetCounter(searches=16, pages=2)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 2})
     events, done = await run(fetcher_client, origin.url("/"), ledger=ledger, budgets=budgets)
-    assert done.pages_read == 2
     assert len([e for e in events if e.ok]) == 2
-    assert budgets.pages_used == 2
+    assert budgets.taken(PAGES) == 2
     events, done = await run(fetcher_client, origin.url("/a"), ledger=ledger, budgets=budgets)
-    assert events == []
-    unread = Read(origin.url("/a"), origin.url("/a"), "", ok=False, reason="budget")
-    assert done == FetchDone(
-        prompts.PAGE_BUDGET_SPENT.format(limit=2),
-        "refused",
-        problem=ReadProblem.BUDGET,
-        unread=unread,
-    )
+    # No page was read: the one event says why.
+    assert events == [Read(origin.url("/a"), origin.url("/a"), "", ok=False, reason="budget")]
+    assert done == ToolResult(prompts.PAGE_BUDGET_SPENT.format(limit=2), ToolOutcome.REFUSED)
 
 
 async def test_a_missing_socket_is_a_clear_result_at_once() -> None:
     with socket_folder() as folder:
         async with FetcherClient(f"unix:{folder / 'absent.sock'}", timeout=5) as client:
-            budgets = BudgetCounter(16, 12)
+            budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
             ledger = Ledger()
             ledger.add("https://a.example/", found=Found.SEARCH)
             events, done = await run(client, "https://a.example/", ledger=ledger, budgets=budgets)
-    assert events == []
-    assert done.problem is ReadProblem.UNAVAILABLE
-    assert done.unread == Read(
-        "https://a.example/", "https://a.example/", "", ok=False, reason="unavailable"
-    )
+    assert events == [
+        Read("https://a.example/", "https://a.example/", "", ok=False, reason="unavailable")
+    ]
     assert done.text == prompts.FETCH_UNAVAILABLE.format(url="https://a.example/")
     assert done.outcome == "error"
-    assert budgets.pages_used == 0
+    assert budgets.taken(PAGES) == 0
 
 
 async def test_the_fetcher_killed_mid_read_is_a_clear_result(
@@ -241,16 +239,15 @@ async def test_the_fetcher_killed_mid_read_is_a_clear_result(
     origin.routes["/"] = gated(asyncio.Event(), page("Never"))
     ledger = Ledger()
     ledger.add(origin.url("/"), found=Found.SEARCH)
-    budgets = BudgetCounter(16, 12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     task = asyncio.create_task(run(fetcher_client, origin.url("/"), ledger=ledger, budgets=budgets))
     await eventually(lambda: len(origin.requests) == 1)
     await fetcher_service.kill()
     events, done = await task
-    assert events == []
-    assert done.problem is ReadProblem.UNAVAILABLE
+    assert [(e.ok, e.reason) for e in events] == [(False, "unavailable")]
     assert done.outcome == "error"
     assert origin.url("/") in done.text
-    assert budgets.pages_used == 0
+    assert budgets.taken(PAGES) == 0
 
 
 async def test_a_read_past_its_deadline_ends_with_a_clear_result(
@@ -260,14 +257,17 @@ async def test_a_read_past_its_deadline_ends_with_a_clear_result(
     ledger = Ledger()
     ledger.add(origin.url("/"), found=Found.SEARCH)
     events, done = await run(
-        fetcher_client, origin.url("/"), ledger=ledger, budgets=BudgetCounter(16, 12), deadline=0.5
+        fetcher_client,
+        origin.url("/"),
+        ledger=ledger,
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
+        deadline=0.5,
     )
     # The fetcher fits the crawl into the deadline, so the page usually fails with
     # "timeout"; on a loaded machine the call's own deadline may pass first.
     assert done.outcome == "timeout"
-    # Either the page's own event or, when no event came, one saying why.
-    unread = Read(origin.url("/"), origin.url("/"), "", ok=False, reason="timeout")
-    assert done.unread == (None if events else unread)
+    # Either the page's own event or, when the fetcher sent none, one saying why.
+    assert [(e.url, e.ok, e.reason) for e in events] == [(origin.url("/"), False, "timeout")]
     assert done.text in (
         prompts.FIRST_PAGE_NOT_READ.format(url=origin.url("/"), reason="the page took too long"),
         prompts.FETCH_TIMEOUT.format(url=origin.url("/")),
@@ -280,17 +280,15 @@ async def test_a_call_past_its_own_deadline_ends_with_the_timeout_line(
     origin.routes["/"] = page("Start")
     ledger = Ledger()
     ledger.add(origin.url("/"), found=Found.SEARCH)
-    budgets = BudgetCounter(16, 12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     # Shorter than the fetcher's margin: it answers DEADLINE_EXCEEDED without reading.
-    _, done = await run(
+    events, done = await run(
         fetcher_client, origin.url("/"), ledger=ledger, budgets=budgets, deadline=0.01
     )
-    assert done.problem is ReadProblem.TIMEOUT
+    assert events == [Read(origin.url("/"), origin.url("/"), "", ok=False, reason="timeout")]
     assert done.outcome == "timeout"
-    assert done.unread is not None
-    assert done.unread.reason == "timeout"
     assert done.text == prompts.FETCH_TIMEOUT.format(url=origin.url("/"))
-    assert budgets.pages_used == 0
+    assert budgets.taken(PAGES) == 0
 
 
 async def test_a_busy_fetcher_is_a_clear_result(
@@ -308,16 +306,21 @@ async def test_a_busy_fetcher_is_a_clear_result(
             service.client(timeout=10) as client,
         ):
             held = asyncio.create_task(
-                run(client, origin.url("/"), ledger=ledger, budgets=BudgetCounter(16, 12))
+                run(
+                    client,
+                    origin.url("/"),
+                    ledger=ledger,
+                    budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
+                )
             )
             await eventually(lambda: len(origin.requests) == 1)
-            budgets = BudgetCounter(16, 12)
-            _, done = await run(client, origin.url("/"), ledger=ledger, budgets=budgets)
+            budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
+            events, done = await run(client, origin.url("/"), ledger=ledger, budgets=budgets)
             gate.set()
             _, first = await held
-    assert done.problem is ReadProblem.BUSY
+    assert [(e.ok, e.reason) for e in events] == [(False, "busy")]
     assert done.text == prompts.FETCH_BUSY.format(url=origin.url("/"), scope="answer")
-    assert budgets.pages_used == 0
+    assert budgets.taken(PAGES) == 0
     assert first.outcome == "ok"
 
 
@@ -328,10 +331,10 @@ async def test_leaving_early_cancels_the_read_on_the_fetcher(
     origin.routes["/slow"] = gated(asyncio.Event(), page("Slow"))
     ledger = Ledger()
     ledger.add(origin.url("/"), found=Found.SEARCH)
-    budgets = BudgetCounter(16, 12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     stream = fetch_page(
         {"url": origin.url("/")},
-        client=fetcher_client,
+        fetchers=[fetcher_client],
         ledger=ledger,
         budgets=budgets,
         user_hosts=(),
@@ -349,4 +352,4 @@ async def test_leaving_early_cancels_the_read_on_the_fetcher(
         )
     )
     assert fetcher_service.server.servicer.in_flight == 0
-    assert budgets.pages_used == 1  # the page read before leaving is charged
+    assert budgets.taken(PAGES) == 1  # the page read before leaving is charged

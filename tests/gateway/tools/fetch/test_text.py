@@ -24,7 +24,7 @@ from gateway.tools.fetch.rules import (
     settle,
     tool_text,
 )
-from gateway.tools.ledger import BudgetCounter, Found, Ledger
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Found, Ledger
 from gateway.tools.search.rules import ArgumentProblem
 
 #: SPEC 7's schema (``shared/SPEC.md``), copied.
@@ -122,7 +122,7 @@ def test_the_tool_texts_name_what_the_sources_belong_to(scope: prompts.Scope, wo
 def test_the_plan_allows_the_ledgers_hosts_and_the_users_and_reserves_pages() -> None:
     ledger = Ledger()
     ledger.add("https://found.example/a", "A", found=Found.SEARCH)
-    budgets = BudgetCounter(searches=16, pages=12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     plan = plan_fetch(
         "https://found.example/a",
         ledger=ledger,
@@ -134,34 +134,34 @@ def test_the_plan_allows_the_ledgers_hosts_and_the_users_and_reserves_pages() ->
         allowed_hosts=("found.example", "mine.example"),
         page_limit=PAGES_PER_READ,
     )
-    assert budgets.pages_used == PAGES_PER_READ
+    assert budgets.taken(PAGES) == PAGES_PER_READ
 
 
 def test_the_page_limit_is_what_is_left_of_the_budget() -> None:
-    budgets = BudgetCounter(searches=16, pages=12)
-    budgets.take_pages(10)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
+    budgets.take(PAGES, 10)
     plan = plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_hosts=())
     assert plan is not None
     assert plan.page_limit == 2
 
 
 def test_no_plan_once_the_page_budget_is_spent() -> None:
-    budgets = BudgetCounter(searches=16, pages=12)
-    budgets.take_pages(12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
+    budgets.take(PAGES, 12)
     assert plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_hosts=()) is None
-    assert budgets.pages_used == 12
+    assert budgets.taken(PAGES) == 12
 
 
 def test_settling_charges_the_pages_read_only() -> None:
-    budgets = BudgetCounter(searches=16, pages=12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     plan = plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_hosts=())
     assert plan is not None
     settle(budgets, plan, pages_read=2)
-    assert budgets.pages_used == 2
+    assert budgets.taken(PAGES) == 2
 
 
 def test_reads_at_the_same_time_never_pass_the_budget_together() -> None:
-    budgets = BudgetCounter(searches=16, pages=8)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 8})
     first = plan_fetch("https://a.example/", ledger=Ledger(), budgets=budgets, user_hosts=())
     second = plan_fetch("https://b.example/", ledger=Ledger(), budgets=budgets, user_hosts=())
     third = plan_fetch("https://c.example/", ledger=Ledger(), budgets=budgets, user_hosts=())

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway import prompts
-from gateway.tools.ledger import BudgetCounter
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter
 from gateway.tools.search.rules import (
     SCHEMA,
     ArgumentProblem,
@@ -222,23 +222,23 @@ def test_the_plan_searches_each_querys_own_words_before_its_angles() -> None:
 
 
 def test_each_query_is_one_search_and_angles_are_free() -> None:
-    budgets = BudgetCounter(searches=16, pages=12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     charged = charge(call_of({"query": "a", "queries": ["b", "c"], "kind": "people"}), budgets)
     assert (charged.searched, charged.skipped) == (("a", "b", "c"), ())
-    assert budgets.searches_used == 3
+    assert budgets.spent(SEARCHES) == 3
 
 
 def test_queries_past_the_budget_are_not_searched() -> None:
-    budgets = BudgetCounter(searches=16, pages=12)
-    budgets.take_searches(14)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
+    budgets.take(SEARCHES, 14)
     charged = charge(call_of({"query": "a", "queries": ["b", "c", "d"]}), budgets)
     assert (charged.searched, charged.skipped) == (("a", "b"), ("c", "d"))
-    assert budgets.searches_used == 16
+    assert budgets.spent(SEARCHES) == 16
 
 
 def test_a_call_after_the_budget_is_spent_searches_nothing() -> None:
-    budgets = BudgetCounter(searches=1, pages=12)
-    budgets.take_searches(1)
+    budgets = BudgetCounter({SEARCHES: 1, PAGES: 12})
+    budgets.take(SEARCHES, 1)
     charged = charge(call_of({"query": "a"}), budgets)
     assert (charged.searched, charged.skipped) == ((), ("a",))
-    assert budgets.searches_used == 1
+    assert budgets.spent(SEARCHES) == 1

@@ -9,12 +9,13 @@ import httpx
 import pytest
 
 from gateway import prompts
+from gateway.tools.base import ToolOutcome
 from gateway.tools.events import Searched
-from gateway.tools.ledger import BudgetCounter, Ledger
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Ledger
 from gateway.tools.search.answer import FailureCause
-from gateway.tools.search.run import SearchDone, web_search
 from gateway.tools.search.searxng import SearxngClient
 from testkit.searxng import SearxngStandIn, index, recorded, refusing_url, search_files
+from tests.gateway.tools.search.searching import Searching, search_once
 
 
 async def search(
@@ -22,27 +23,22 @@ async def search(
     ledger: Ledger | None = None,
     budgets: BudgetCounter | None = None,
     **arguments: Any,
-) -> SearchDone:
-    return await web_search(
-        arguments,
-        client=client,
-        ledger=ledger or Ledger(),
-        budgets=budgets or BudgetCounter(searches=16, pages=12),
-    )
+) -> Searching:
+    return await search_once(arguments, client=client, ledger=ledger, budgets=budgets)
 
 
 async def test_one_query_is_searched_numbered_and_evented(
     searxng: SearxngStandIn, searxng_client: SearxngClient
 ) -> None:
     ledger = Ledger()
-    budgets = BudgetCounter(searches=16, pages=12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     done = await search(searxng_client, ledger, budgets, query="kettle")
     assert searxng.searches() == ["kettle"]
     assert done.outcome == "ok"
     assert done.failures == ()
     assert done.text.startswith('Results for "kettle":\n[1] Kettle descaling guide')
     assert len(ledger.sources()) == 6
-    assert budgets.searches_used == 1
+    assert budgets.spent(SEARCHES) == 1
     assert done.event is not None
     assert done.event.payload()["results"] == 6
     assert done.event.payload()["queries"] == ["kettle"]
@@ -53,12 +49,12 @@ async def test_sub_queries_are_searched_at_the_same_time_and_each_costs_one_sear
 ) -> None:
     searxng.hold_until = 4  # nothing is answered until all four have arrived
     searxng.answers["descale"] = recorded("search_pageno_2.json")
-    budgets = BudgetCounter(searches=16, pages=12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     done = await search(
         searxng_client, budgets=budgets, query="kettle", queries=["descale", "boil", "recall"]
     )
     assert sorted(searxng.searches()) == ["boil", "descale", "kettle", "recall"]
-    assert budgets.searches_used == 4
+    assert budgets.spent(SEARCHES) == 4
     headings = [block.splitlines()[0] for block in done.text.split("\n\n")]
     assert headings == [f'Results for "{q}":' for q in ("kettle", "descale", "boil", "recall")]
     # "boil" and "recall" got the same six results as "kettle": shown once, under "kettle".
@@ -74,7 +70,7 @@ async def test_kind_widens_with_free_angles_the_query_first(
     searxng: SearxngStandIn, searxng_client: SearxngClient
 ) -> None:
     searxng.answers["acme careers"] = recorded("search_pageno_2.json")
-    budgets = BudgetCounter(searches=16, pages=12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     ledger = Ledger()
     done = await search(searxng_client, ledger, budgets, query="acme", kind="jobs")
     assert sorted(searxng.searches()) == [
@@ -83,7 +79,7 @@ async def test_kind_widens_with_free_angles_the_query_first(
         "acme job posting",
         "acme linkedin jobs",
     ]
-    assert budgets.searches_used == 1
+    assert budgets.spent(SEARCHES) == 1
     urls = [source.url for source in ledger.sources()]
     assert urls[:6] == _urls("search_normal.json")
     assert "https://wiki.example.org/wiki/Limescale" in urls[6:]
@@ -117,7 +113,7 @@ async def test_an_unknown_time_range_is_never_sent(
 async def test_queries_past_the_budget_are_named_and_not_searched(
     searxng: SearxngStandIn, searxng_client: SearxngClient
 ) -> None:
-    budgets = BudgetCounter(searches=2, pages=12)
+    budgets = BudgetCounter({SEARCHES: 2, PAGES: 12})
     done = await search(searxng_client, budgets=budgets, query="a", queries=["b", "c"])
     assert sorted(searxng.searches()) == ["a", "b"]
     assert done.text.endswith(prompts.SEARCH_NOT_SEARCHED.format(queries='"c"'))
@@ -128,21 +124,23 @@ async def test_queries_past_the_budget_are_named_and_not_searched(
 async def test_a_call_past_the_budget_is_answered_and_not_run(
     searxng: SearxngStandIn, searxng_client: SearxngClient
 ) -> None:
-    budgets = BudgetCounter(searches=1, pages=12)
-    budgets.take_searches(1)
+    budgets = BudgetCounter({SEARCHES: 1, PAGES: 12})
+    budgets.take(SEARCHES, 1)
     done = await search(searxng_client, budgets=budgets, query="kettle")
     refused = Searched(queries=("kettle",), error="budget")
-    assert done == SearchDone(prompts.SEARCH_BUDGET_SPENT.format(limit=1), refused, "refused")
+    assert done == Searching(
+        prompts.SEARCH_BUDGET_SPENT.format(limit=1), ToolOutcome.REFUSED, refused
+    )
     assert searxng.asked == []
 
 
 async def test_arguments_that_cannot_be_searched_spend_nothing(
     searxng: SearxngStandIn, searxng_client: SearxngClient
 ) -> None:
-    budgets = BudgetCounter(searches=16, pages=12)
+    budgets = BudgetCounter({SEARCHES: 16, PAGES: 12})
     done = await search(searxng_client, budgets=budgets, query="  ")
-    assert done == SearchDone(prompts.SEARCH_NO_QUERY, None, "error")
-    assert budgets.searches_used == 0
+    assert done == Searching(prompts.SEARCH_NO_QUERY, ToolOutcome.ERROR)
+    assert budgets.spent(SEARCHES) == 0
     assert searxng.asked == []
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import httpx
 
-from gateway.tools.ledger import BudgetCounter, Ledger
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Ledger
 from gateway.tools.search.answer import FailureCause
-from gateway.tools.search.run import web_search
 from gateway.tools.search.searxng import SearxngClient
 from testkit.searxng import SearxngStandIn, Served, refusing_url
+from tests.gateway.tools.search.searching import search_once
 
 
 async def test_a_timeout_does_not_name_searxngs_address(
@@ -22,11 +22,11 @@ async def test_a_timeout_does_not_name_searxngs_address(
     searxng.default = Served(200, "application/json", b"{}", hang=True)
     searxng.health = searxng.default
     client = SearxngClient(searxng_http, searxng.url, timeout=0.3)
-    done = await web_search(
+    done = await search_once(
         {"query": "kettle"},
         client=client,
         ledger=Ledger(),
-        budgets=BudgetCounter(searches=16, pages=12),
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
     )
     assert done.failures == (FailureCause.TIMEOUT,)
     assert "did not answer within 0.3 seconds" in done.text
@@ -43,11 +43,11 @@ async def test_searxng_not_running_does_not_name_its_address(
 ) -> None:
     with refusing_url() as nowhere:
         client = SearxngClient(searxng_http, nowhere, timeout=2.0)
-        done = await web_search(
+        done = await search_once(
             {"query": "kettle"},
             client=client,
             ledger=Ledger(),
-            budgets=BudgetCounter(searches=16, pages=12),
+            budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
         )
         health = await client.probe(deadline=1.0)
     assert done.failures == (FailureCause.UNREACHABLE,)

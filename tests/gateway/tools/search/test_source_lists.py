@@ -10,11 +10,11 @@ import pytest
 from fetcher.client import DomainLists, parse_domains
 from gateway import prompts
 from gateway.settings import SettingsError, load_settings
-from gateway.tools.ledger import BudgetCounter, Ledger
-from gateway.tools.search.run import web_search
+from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Ledger
 from gateway.tools.search.searxng import SearxngClient, search_parameters
 from gateway.tools.search.source_lists import denied
 from testkit.searxng import SearxngStandIn, recorded
+from tests.gateway.tools.search.searching import search_once
 
 #: search_normal.json's six results, in SearXNG's order.
 RESULTS = [
@@ -67,8 +67,11 @@ async def test_denied_results_get_no_number_and_the_text_says_how_many(
 ) -> None:
     client = client_with(searxng, searxng_http, lists=lists(deny=("example.com", "example.net")))
     ledger = Ledger()
-    done = await web_search(
-        {"query": "kettle"}, client=client, ledger=ledger, budgets=BudgetCounter(16, 12)
+    done = await search_once(
+        {"query": "kettle"},
+        client=client,
+        ledger=ledger,
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
     )
     kept = [RESULTS[0], RESULTS[2], RESULTS[4]]
     assert [source.url for source in ledger.sources()] == kept
@@ -86,8 +89,11 @@ async def test_denied_results_do_not_take_places_of_the_results_kept(
         searxng_http, searxng.url, timeout=5.0, results_per_query=2, lists=lists(deny=("org",))
     )
     ledger = Ledger()
-    await web_search(
-        {"query": "kettle"}, client=client, ledger=ledger, budgets=BudgetCounter(16, 12)
+    await search_once(
+        {"query": "kettle"},
+        client=client,
+        ledger=ledger,
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
     )
     assert [source.url for source in ledger.sources()] == [RESULTS[1], RESULTS[3]]
 
@@ -104,8 +110,11 @@ async def test_an_allow_list_keeps_only_its_domains_and_says_so_once_for_one(
         ),
     )
     ledger = Ledger()
-    done = await web_search(
-        {"query": "kettle"}, client=client, ledger=ledger, budgets=BudgetCounter(16, 12)
+    done = await search_once(
+        {"query": "kettle"},
+        client=client,
+        ledger=ledger,
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
     )
     assert [source.url for source in ledger.sources()] == RESULTS[:5]
     assert prompts.SEARCH_REMOVED_BY_LISTS.format(count=1, results="result") in done.text
@@ -116,11 +125,11 @@ async def test_when_every_result_is_removed_the_text_says_it_was_the_lists(
 ) -> None:
     client = client_with(searxng, searxng_http, lists=lists(allow=("example.edu",)))
     ledger = Ledger()
-    done = await web_search(
+    done = await search_once(
         {"query": "kettle", "kind": "jobs"},
         client=client,
         ledger=ledger,
-        budgets=BudgetCounter(16, 12),
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
     )
     assert ledger.sources() == []
     # Four searches (the query and its angles) found the same six: six removed, not 24.
@@ -132,8 +141,11 @@ async def test_without_lists_nothing_is_removed_or_said(
     searxng: SearxngStandIn, searxng_client: SearxngClient
 ) -> None:
     ledger = Ledger()
-    done = await web_search(
-        {"query": "kettle"}, client=searxng_client, ledger=ledger, budgets=BudgetCounter(16, 12)
+    done = await search_once(
+        {"query": "kettle"},
+        client=searxng_client,
+        ledger=ledger,
+        budgets=BudgetCounter({SEARCHES: 16, PAGES: 12}),
     )
     assert [source.url for source in ledger.sources()] == RESULTS
     assert "source lists" not in done.text
