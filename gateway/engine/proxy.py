@@ -57,11 +57,11 @@ async def relay(response: EngineExchange, engine: EngineSettings) -> AsyncGenera
             buffer += part
             cut = sse.boundary(buffer, start)
             if not cut:
-                bounded(len(buffer))
+                bounded(len(buffer), engine)
                 continue
             events = bytes(buffer[:cut])
             del buffer[:cut]
-            bounded(len(buffer))
+            bounded(len(buffer), engine)
             if sse.has_old_errors(events):
                 events = sse.repair_old_errors(events, _repair)
             done = done or _is_done(events)
@@ -89,7 +89,7 @@ async def proxy_events(
     async with client.open(engine, "/chat/completions", body) as response:
         if response.status >= 400:
             with engine_errors(engine):
-                raise await status_error(response, relay=True)
+                raise await status_error(response, engine, relay=True)
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             async for piece in relay(response, engine):
                 yield piece
