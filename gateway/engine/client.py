@@ -7,7 +7,8 @@ shared ``httpx.AsyncClient`` (built in the composition root with timeouts and
 `gateway.errors.EngineError` tree; every engine error names its engine from the start, by
 its label (configured name or address, never its key). A wait for a free connection of the
 httpx pool is the gateway's saturation, not the engine's fault: it becomes
-`gateway.errors.BusyError` (503), never a 504.
+`gateway.errors.BusyError` (503), never a 504. What engines do differently from the OpenAI
+API (error forms, events without their blank line) is recognised by `gateway.api.quirks`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from gateway.api import quirks
 from gateway.api.chunks import EngineChunk, parse_chunk
 from gateway.api.sse import SSEDecoder, SSEEvent
 from gateway.engine.http import EngineExchange, EnginePool, open_exchange
@@ -75,24 +77,6 @@ def _headers(engine: EngineSettings) -> dict[str, str]:
     if engine.api_key:
         headers["Authorization"] = f"Bearer {engine.api_key}"
     return headers
-
-
-def error_from_payload(payload: Any) -> tuple[str, dict[str, Any]]:
-    """The message and OpenAI error object inside an engine's error payload, both forms
-    (``{"error": {...}}`` and llama-server's bare ``{"code", "message", "type"}``)."""
-    inner = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(inner, str):
-        inner = {"message": inner}
-    if not isinstance(inner, dict):
-        inner = payload if isinstance(payload, dict) else {"message": str(payload)}
-    message = inner.get("message")
-    message = message if isinstance(message, str) and message else "The model engine failed."
-    error = {
-        "message": message,
-        "type": inner.get("type") if isinstance(inner.get("type"), str) else "server_error",
-        "code": inner.get("code"),
-    }
-    return message, error
 
 
 class EngineClient:
@@ -280,7 +264,7 @@ async def status_error(
         return EngineStatusError(
             status, None, message, engine=engine.label, retry_after=retry_after, relayed=relayed
         )
-    message, error = error_from_payload(payload)
+    message, error = quirks.error_object(payload)
     return EngineStatusError(
         status,
         {"error": error},
@@ -341,7 +325,7 @@ def _events(events: bytes, decoder: SSEDecoder, engine: str) -> Iterator[EngineC
             if payload is None:
                 continue
             if "error" in payload:
-                raise EngineStreamError(error_from_payload(payload)[0], engine=engine)
+                raise EngineStreamError(quirks.error_object(payload)[0], engine=engine)
             yield parse_chunk(payload)
         elif block == b"data: [DONE]":
             yield None
@@ -388,35 +372,12 @@ def _chunks(event: SSEEvent, engine: str) -> list[EngineChunk | None]:
         EngineStreamError: The event is an error.
     """
     out: list[EngineChunk | None] = []
-    for payload in _payloads(event.data):
+    for payload in quirks.event_payloads(event.data):
         if payload == "[DONE]":
             out.append(None)
             return out
         if event.error or (isinstance(payload, dict) and "error" in payload):
-            raise EngineStreamError(error_from_payload(payload)[0], engine=engine)
+            raise EngineStreamError(quirks.error_object(payload)[0], engine=engine)
         if isinstance(payload, dict):
             out.append(parse_chunk(payload))
-    return out
-
-
-def _payloads(data: str) -> list[Any]:
-    """Decode one event's data; an engine that forgot the blank line between events
-    puts several JSON objects on consecutive ``data:`` lines."""
-    text = data.strip()
-    if text == "[DONE]":
-        return ["[DONE]"]
-    try:
-        return [json.loads(text)]
-    except (ValueError, RecursionError):
-        pass
-    out: list[Any] = []
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if line == "[DONE]":
-            out.append("[DONE]")
-            continue
-        try:
-            out.append(json.loads(line))
-        except (ValueError, RecursionError):
-            continue
     return out

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from gateway.api import quirks
 from gateway.errors import EngineError, EngineTimeoutError, EngineUnreachableError
 from gateway.settings import EngineSettings
 
@@ -153,7 +154,7 @@ class _Connection(asyncio.Protocol):
         if self.head.done() or self.complete:
             return
         status = self._parser.get_status_code()
-        if 100 <= status < 200:
+        if quirks.is_interim(status):
             # An interim answer (100 Continue, 103 Early Hints; RFC 9110 15.2): the
             # final one follows on the same connection. Its headers are not the answer's.
             self.headers = {}
