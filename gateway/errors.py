@@ -200,8 +200,12 @@ class EngineError(GatewayError):
     error_type = "server_error"
     #: Short label for the ``kind`` of the engine-errors metric.
     kind: str = "other"
-    #: The engine's configured name or address (never its key), for logs.
-    engine: str = ""
+
+    def __init__(self, message: str, *, engine: str) -> None:
+        super().__init__(message)
+        #: The engine's configured name or address (never its key), for logs; "" for an
+        #: error that is no one engine's (the message then names the engines).
+        self.engine = engine
 
 
 class EngineUnreachableError(EngineError):
@@ -249,10 +253,11 @@ class EngineStatusError(EngineError):
         payload: dict[str, Any] | None,
         message: str,
         *,
+        engine: str,
         retry_after: str | None = None,
         relayed: EngineBody | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, engine=engine)
         self.status = status
         self.payload = payload
         self.kind = "http_4xx" if status < 500 else "http_5xx"

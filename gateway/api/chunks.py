@@ -8,10 +8,11 @@ so the loop never looks inside a ``dict`` again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from gateway.api import quirks
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +95,12 @@ def _fragment(raw: object) -> CallFragment | None:
     function = raw.get("function")
     function = function if isinstance(function, dict) else {}
     index = raw.get("index")
-    arguments = function.get("arguments")
-    if isinstance(arguments, dict):
-        # Some engines send the whole object instead of JSON text.
-        arguments = json.dumps(arguments)
     call_id, name = raw.get("id"), function.get("name")
     return CallFragment(
         index if isinstance(index, int) and not isinstance(index, bool) else None,
         call_id if isinstance(call_id, str) else "",
         name if isinstance(name, str) else "",
-        arguments if isinstance(arguments, str) else "",
+        quirks.arguments_text(function.get("arguments")),
     )
 
 

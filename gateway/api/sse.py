@@ -1,16 +1,15 @@
 """Server-Sent Events, both ways, and the chunks the gateway writes (SPEC 4). Pure.
 
 Reading: `SSEDecoder` turns an engine's lines into events, tolerating what engines do:
-comment lines, ``data:`` with or without the space, llama-server's old ``error:`` field,
-and a stream that ends without a blank line or ``[DONE]``.
+comment lines, ``data:`` with or without the space, llama-server's old ``error:`` field
+(`gateway.api.quirks`), and a stream that ends without a blank line or ``[DONE]``.
 
 Writing: `ChunkWriter` makes the ``chat.completion.chunk`` objects of one client turn
 (one id, one ``created``; typed: `Chunk`, `EventChunk`, `UsageChunk`, `Completion`),
 tool events as empty-delta chunks with ``thor_event``, and encodes the frequent ones
 (content, reasoning) from pre-built bytes.
 
-Pass-through helpers: `boundary` (where the last whole event ends), `repair_old_errors`
-(llama-server's ``error:`` field as a standard event), `count_tokens`.
+Pass-through helpers: `boundary` (where the last whole event ends), `count_tokens`.
 
 Everything written is JSON with ASCII escapes: text with a lone surrogate (an engine or
 client cutting an emoji in two) is valid JSON that UTF-8 cannot encode.
@@ -26,11 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
+from gateway.api import quirks
+
 DONE = b"data: [DONE]\n\n"
 
 #: A JSON member holding model-written text that is not empty: what a token is.
 _TEXT_MEMBER: Final = re.compile(rb'"(?:content|reasoning_content|arguments)"\s*:\s*"[^"]')
-_ERROR_FIELD: Final = b"error:"
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class SSEDecoder:
         if name == "data":
             self._data.append(value)
             self._held += len(value) + 1
-        elif name == "error":
+        elif quirks.is_old_error_field(name):
             self._error.append(value)
             self._held += len(value) + 1
         elif name == "event":
@@ -111,32 +111,6 @@ def boundary(buffer: bytes | bytearray, start: int = 0) -> int:
     lf = buffer.rfind(b"\n\n", start)
     crlf = buffer.rfind(b"\r\n\r\n", start)
     return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
-
-
-def has_old_errors(events: bytes) -> bool:
-    """Whether whole events may hold llama-server's old ``error:`` field (cheap check)."""
-    return _ERROR_FIELD in events
-
-
-def repair_old_errors(events: bytes, repair: Any) -> bytes:
-    """Rewrite ``error: {...}`` fields as standard ``data: {"error": {...}}`` events.
-
-    Args:
-        events: Whole events.
-        repair: Turns the decoded field into the OpenAI error object.
-    """
-    out: list[bytes] = []
-    for line in events.splitlines(keepends=True):
-        if line.startswith(_ERROR_FIELD):
-            raw = line[len(_ERROR_FIELD) :].strip()
-            try:
-                payload = json.loads(raw)
-            except (ValueError, RecursionError):
-                payload = {"message": raw.decode("utf-8", "replace")}
-            out.append(encode({"error": repair(payload)}).rstrip(b"\n") + b"\n")
-        else:
-            out.append(line)
-    return b"".join(out)
 
 
 def count_tokens(events: bytes) -> int:

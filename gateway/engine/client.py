@@ -4,10 +4,11 @@ Chat requests (the Web loop's rounds and pass-through) go over `gateway.engine.h
 (httptools, bulk reads, kept-alive connections without a limit); model lists over one
 shared ``httpx.AsyncClient`` (built in the composition root with timeouts and
 ``trust_env=False``). Errors are translated in one place, `engine_errors`, into the
-`gateway.errors.EngineError` tree, naming the engine by its label (configured name or
-address, never its key). A wait for a free connection of the httpx pool is the gateway's
-saturation, not the engine's fault: it becomes `gateway.errors.BusyError` (503), never a
-504.
+`gateway.errors.EngineError` tree; every engine error names its engine from the start, by
+its label (configured name or address, never its key). A wait for a free connection of the
+httpx pool is the gateway's saturation, not the engine's fault: it becomes
+`gateway.errors.BusyError` (503), never a 504. What engines do differently from the OpenAI
+API (error forms, events without their blank line) is recognised by `gateway.api.quirks`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from gateway.api import quirks
 from gateway.api.chunks import EngineChunk, parse_chunk
 from gateway.api.sse import SSEDecoder, SSEEvent
 from gateway.engine.http import EngineExchange, EnginePool, open_exchange
@@ -56,20 +58,17 @@ def engine_errors(engine: EngineSettings) -> Iterator[None]:
             "The gateway is busy: no engine connection was free in time.", BUSY_RETRY_AFTER
         ) from exc
     except httpx.TimeoutException as exc:
-        error: EngineError = EngineTimeoutError(f"The model engine {name} did not answer in time.")
-        error.engine = name
-        raise error from exc
+        raise EngineTimeoutError(
+            f"The model engine {name} did not answer in time.", engine=name
+        ) from exc
     except httpx.RemoteProtocolError as exc:
-        error = EngineUnreachableError(f"The connection to the model engine {name} broke.")
-        error.engine = name
-        raise error from exc
+        raise EngineUnreachableError(
+            f"The connection to the model engine {name} broke.", engine=name
+        ) from exc
     except httpx.TransportError as exc:
-        error = EngineUnreachableError(f"The model engine {name} cannot be reached.")
-        error.engine = name
-        raise error from exc
-    except EngineError as exc:
-        exc.engine = exc.engine or name
-        raise
+        raise EngineUnreachableError(
+            f"The model engine {name} cannot be reached.", engine=name
+        ) from exc
 
 
 def _headers(engine: EngineSettings) -> dict[str, str]:
@@ -78,24 +77,6 @@ def _headers(engine: EngineSettings) -> dict[str, str]:
     if engine.api_key:
         headers["Authorization"] = f"Bearer {engine.api_key}"
     return headers
-
-
-def error_from_payload(payload: Any) -> tuple[str, dict[str, Any]]:
-    """The message and OpenAI error object inside an engine's error payload, both forms
-    (``{"error": {...}}`` and llama-server's bare ``{"code", "message", "type"}``)."""
-    inner = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(inner, str):
-        inner = {"message": inner}
-    if not isinstance(inner, dict):
-        inner = payload if isinstance(payload, dict) else {"message": str(payload)}
-    message = inner.get("message")
-    message = message if isinstance(message, str) and message else "The model engine failed."
-    error = {
-        "message": message,
-        "type": inner.get("type") if isinstance(inner.get("type"), str) else "server_error",
-        "code": inner.get("code"),
-    }
-    return message, error
 
 
 class EngineClient:
@@ -149,7 +130,7 @@ class EngineClient:
         try:
             with engine_errors(engine):
                 if exchange.status >= 400:
-                    raise await status_error(exchange)
+                    raise await status_error(exchange, engine)
                 decoder = SSEDecoder()
                 # What is not whole yet, in the pieces it came in: a read without a line
                 # end cannot finish a line or an event, so it is only kept. Joining and
@@ -161,15 +142,15 @@ class EngineClient:
                     pending.append(data)
                     size += len(data)
                     if b"\n" in data:
-                        chunks, rest = _whole(b"".join(pending), decoder)
+                        chunks, rest = _whole(b"".join(pending), decoder, engine.label)
                         pending, size = ([rest], len(rest)) if rest else ([], 0)
                         for chunk in chunks:
                             if chunk is None:
                                 await _finish(exchange)
                                 return
                             yield chunk
-                    bounded(size + decoder.held)
-                for chunk in _last(b"".join(pending), decoder):
+                    bounded(size + decoder.held, engine)
+                for chunk in _last(b"".join(pending), decoder, engine.label):
                     if chunk is None:
                         return
                     yield chunk
@@ -207,20 +188,21 @@ class EngineClient:
         name = engine.label
         content_type = response.headers.get("content-type", "")
         if response.status_code != 200:
-            error: EngineError = EngineStatusError(
-                502, None, models_status_problem(engine, response.status_code, content_type)
+            raise EngineStatusError(
+                502,
+                None,
+                models_status_problem(engine, response.status_code, content_type),
+                engine=name,
             )
-            error.engine = name
-            raise error
         try:
             data = response.json().get("data", [])
             if not isinstance(data, list):
                 raise ValueError("data is not a list")
             return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
         except (ValueError, AttributeError, RecursionError) as exc:
-            error = EngineError(not_an_engine(engine, "its /models is not a model list"))
-            error.engine = name
-            raise error from exc
+            raise EngineError(
+                not_an_engine(engine, "its /models is not a model list"), engine=name
+            ) from exc
 
 
 def not_an_engine(engine: EngineSettings, why: str) -> str:
@@ -253,12 +235,15 @@ def models_status_problem(engine: EngineSettings, status: int, content_type: str
     return f"The model engine {engine.label} answered {status} to /models."
 
 
-async def status_error(exchange: EngineExchange, *, relay: bool = False) -> EngineStatusError:
+async def status_error(
+    exchange: EngineExchange, engine: EngineSettings, *, relay: bool = False
+) -> EngineStatusError:
     """The error for an engine's error status, with its body's message and its
     ``Retry-After``.
 
     Args:
         exchange: The engine's answer, its body unread.
+        engine: The engine that answered.
         relay: Keep the body as it came (`gateway.errors.EngineBody`), for pass-through.
             A body over the read limit is not kept (a cut body would be broken JSON):
             the client then gets the gateway's error with the engine's status and words.
@@ -267,40 +252,49 @@ async def status_error(exchange: EngineExchange, *, relay: bool = False) -> Engi
     relayed = None
     if relay and len(raw) <= _ERROR_BODY_LIMIT:
         relayed = EngineBody(raw, exchange.headers.get("content-type", ""))
-    error = _status_error(exchange.status, raw[:_ERROR_BODY_LIMIT], relayed)
-    error.retry_after = exchange.headers.get("retry-after")
-    return error
-
-
-def _status_error(status: int, raw: bytes, relayed: EngineBody | None) -> EngineStatusError:
+    status = exchange.status
+    retry_after = exchange.headers.get("retry-after")
     try:
-        payload = json.loads(raw)
+        payload = json.loads(raw[:_ERROR_BODY_LIMIT])
     except (ValueError, RecursionError):
         payload = None
     if payload is None:
         text = raw[:200].decode("utf-8", "replace").strip()
         message = f"The model engine answered {status}" + (f": {text}" if text else ".")
-        return EngineStatusError(status, None, message, relayed=relayed)
-    message, error = error_from_payload(payload)
-    return EngineStatusError(status, {"error": error}, message, relayed=relayed)
+        return EngineStatusError(
+            status, None, message, engine=engine.label, retry_after=retry_after, relayed=relayed
+        )
+    message, error = quirks.error_object(payload)
+    return EngineStatusError(
+        status,
+        {"error": error},
+        message,
+        engine=engine.label,
+        retry_after=retry_after,
+        relayed=relayed,
+    )
 
 
-def bounded(unfinished: int) -> None:
+def bounded(unfinished: int, engine: EngineSettings) -> None:
     """Refuse an event (or line) that is not finished past `MAX_EVENT_BYTES`.
 
     Args:
         unfinished: Bytes (or characters) of the event held while it is not finished.
+        engine: The engine sending it.
 
     Raises:
         EngineStreamError: The engine's unfinished event is too large to hold.
     """
     if unfinished > MAX_EVENT_BYTES:
         raise EngineStreamError(
-            f"The model engine sent an event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MiB."
+            f"The model engine sent an event larger than {MAX_EVENT_BYTES // (1024 * 1024)} MiB.",
+            engine=engine.label,
         )
 
 
-def _whole(pending: bytes, decoder: SSEDecoder) -> tuple[Iterator[EngineChunk | None], bytes]:
+def _whole(
+    pending: bytes, decoder: SSEDecoder, engine: str
+) -> tuple[Iterator[EngineChunk | None], bytes]:
     """The chunks of what is whole in ``pending`` (None for ``[DONE]``), and the rest.
 
     Fast path: whole events that are one ``data: {...}`` line each, the way every engine
@@ -309,13 +303,13 @@ def _whole(pending: bytes, decoder: SSEDecoder) -> tuple[Iterator[EngineChunk | 
     """
     cut = pending.rfind(b"\n\n") + 2 if b"\r" not in pending else 0
     if cut > 1 and decoder.idle:
-        return _events(pending[:cut], decoder), pending[cut:]
+        return _events(pending[:cut], decoder, engine), pending[cut:]
     lines = pending.split(b"\n")
     rest = lines.pop()
-    return _lines(lines, decoder), rest
+    return _lines(lines, decoder, engine), rest
 
 
-def _events(events: bytes, decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
+def _events(events: bytes, decoder: SSEDecoder, engine: str) -> Iterator[EngineChunk | None]:
     for block in events.split(b"\n\n"):
         if not block:
             continue
@@ -331,13 +325,13 @@ def _events(events: bytes, decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
             if payload is None:
                 continue
             if "error" in payload:
-                raise EngineStreamError(error_from_payload(payload)[0])
+                raise EngineStreamError(quirks.error_object(payload)[0], engine=engine)
             yield parse_chunk(payload)
         elif block == b"data: [DONE]":
             yield None
             return
         else:
-            yield from _lines([*block.split(b"\n"), b""], decoder)
+            yield from _lines([*block.split(b"\n"), b""], decoder, engine)
 
 
 def _loads(text: str) -> Any:
@@ -348,21 +342,21 @@ def _loads(text: str) -> Any:
         return None
 
 
-def _lines(lines: list[bytes], decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
+def _lines(lines: list[bytes], decoder: SSEDecoder, engine: str) -> Iterator[EngineChunk | None]:
     for line in lines:
         event = decoder.feed(line.rstrip(b"\r").decode("utf-8", "replace"))
         if event is not None:
-            yield from _chunks(event)
+            yield from _chunks(event, engine)
 
 
-def _last(pending: bytes, decoder: SSEDecoder) -> Iterator[EngineChunk | None]:
+def _last(pending: bytes, decoder: SSEDecoder, engine: str) -> Iterator[EngineChunk | None]:
     """The end of the body: its last line without a line end, and an event without the
     blank line after it."""
     if pending:
-        yield from _lines([pending], decoder)
+        yield from _lines([pending], decoder, engine)
     event = decoder.close()
     if event is not None:
-        yield from _chunks(event)
+        yield from _chunks(event, engine)
 
 
 async def _finish(exchange: EngineExchange) -> None:
@@ -371,42 +365,19 @@ async def _finish(exchange: EngineExchange) -> None:
         pass
 
 
-def _chunks(event: SSEEvent) -> list[EngineChunk | None]:
+def _chunks(event: SSEEvent, engine: str) -> list[EngineChunk | None]:
     """The chunks of one event (None for ``[DONE]``, ending the list).
 
     Raises:
         EngineStreamError: The event is an error.
     """
     out: list[EngineChunk | None] = []
-    for payload in _payloads(event.data):
+    for payload in quirks.event_payloads(event.data):
         if payload == "[DONE]":
             out.append(None)
             return out
         if event.error or (isinstance(payload, dict) and "error" in payload):
-            raise EngineStreamError(error_from_payload(payload)[0])
+            raise EngineStreamError(quirks.error_object(payload)[0], engine=engine)
         if isinstance(payload, dict):
             out.append(parse_chunk(payload))
-    return out
-
-
-def _payloads(data: str) -> list[Any]:
-    """Decode one event's data; an engine that forgot the blank line between events
-    puts several JSON objects on consecutive ``data:`` lines."""
-    text = data.strip()
-    if text == "[DONE]":
-        return ["[DONE]"]
-    try:
-        return [json.loads(text)]
-    except (ValueError, RecursionError):
-        pass
-    out: list[Any] = []
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if line == "[DONE]":
-            out.append("[DONE]")
-            continue
-        try:
-            out.append(json.loads(line))
-        except (ValueError, RecursionError):
-            continue
     return out

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from gateway.api import quirks
 from gateway.errors import EngineError, EngineTimeoutError, EngineUnreachableError
 from gateway.settings import EngineSettings
 
@@ -48,9 +49,9 @@ _Key = tuple[str, int, bool]
 
 
 def _broke(engine: EngineSettings, what: str) -> EngineError:
-    error = EngineUnreachableError(f"The {what} the model engine {engine.label} broke.")
-    error.engine = engine.label
-    return error
+    return EngineUnreachableError(
+        f"The {what} the model engine {engine.label} broke.", engine=engine.label
+    )
 
 
 class _Connection(asyncio.Protocol):
@@ -153,7 +154,7 @@ class _Connection(asyncio.Protocol):
         if self.head.done() or self.complete:
             return
         status = self._parser.get_status_code()
-        if 100 <= status < 200:
+        if quirks.is_interim(status):
             # An interim answer (100 Continue, 103 Early Hints; RFC 9110 15.2): the
             # final one follows on the same connection. Its headers are not the answer's.
             self.headers = {}
@@ -288,11 +289,10 @@ class EngineExchange:
             if connection.failure is not None:
                 raise _broke(self._engine, "connection to") from connection.failure
             if self._silent:
-                error = EngineTimeoutError(
-                    f"The model engine {self._engine.label} did not answer in time."
+                raise EngineTimeoutError(
+                    f"The model engine {self._engine.label} did not answer in time.",
+                    engine=self._engine.label,
                 )
-                error.engine = self._engine.label
-                raise error
             if self._watchdog is None:
                 self._arm(self._read_timeout)
             await connection.wait()
@@ -374,15 +374,14 @@ async def _connect(engine: EngineSettings, key: _Key, connect_timeout: float) ->
         async with asyncio.timeout(connect_timeout):
             await loop.create_connection(lambda: connection, host, port, ssl=context)
     except TimeoutError as exc:
-        error: EngineError = EngineTimeoutError(
-            f"The model engine {engine.label} did not accept a connection in time."
-        )
-        error.engine = engine.label
-        raise error from exc
+        raise EngineTimeoutError(
+            f"The model engine {engine.label} did not accept a connection in time.",
+            engine=engine.label,
+        ) from exc
     except OSError as exc:
-        error = EngineUnreachableError(f"The model engine {engine.label} cannot be reached.")
-        error.engine = engine.label
-        raise error from exc
+        raise EngineUnreachableError(
+            f"The model engine {engine.label} cannot be reached.", engine=engine.label
+        ) from exc
     return connection
 
 
@@ -414,9 +413,9 @@ async def open_exchange(
                 await connection.head
         except TimeoutError as exc:
             connection.abort()
-            error = EngineTimeoutError(f"The model engine {engine.label} did not answer in time.")
-            error.engine = engine.label
-            raise error from exc
+            raise EngineTimeoutError(
+                f"The model engine {engine.label} did not answer in time.", engine=engine.label
+            ) from exc
         except (OSError, httptools.HttpParserError) as exc:
             connection.abort()
             if kept is not None and not connection.received:

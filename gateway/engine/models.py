@@ -227,9 +227,11 @@ class ModelDirectory:
         if listed is not None:
             return next(entry for entry in served if entry.model == listed)
         if errors:
+            # Several engines may have failed: the message names them, the error no one.
             raise EngineUnreachableError(
                 "The model engine that would serve this model cannot be reached "
-                f"({', '.join(sorted({e.engine for e in errors if e.engine}))})."
+                f"({', '.join(sorted({e.engine for e in errors if e.engine}))}).",
+                engine="",
             ) from errors[0]
         raise unknown_model(model, [entry.model for entry in served])
 

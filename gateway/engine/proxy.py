@@ -5,9 +5,10 @@
 so an error after the stream began can still be sent as one whole final event), or the
 body of an answer that is not a stream. An error status raises the engine's error, which
 keeps its body as it came: the writer answers with the engine's status, body, content
-type and ``Retry-After``, byte for byte (SPEC 2: the same errors). Two repairs:
-llama-server's old ``error:`` field becomes a standard ``data: {"error": ...}`` event
-(clients drop the old field silently), and a stream that ends without ``[DONE]`` gets it.
+type and ``Retry-After``, byte for byte (SPEC 2: the same errors). Two repairs
+(`gateway.api.quirks`): llama-server's old ``error:`` field becomes a standard
+``data: {"error": ...}`` event (clients drop the old field silently), and a stream that
+ends without ``[DONE]`` gets it.
 An event is held only until its blank line comes: one that grows past
 `gateway.engine.client.MAX_EVENT_BYTES` without it is an engine error, as in the Web loop.
 """
@@ -16,25 +17,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from gateway.api import sse
-from gateway.engine.client import (
-    EngineClient,
-    bounded,
-    engine_errors,
-    error_from_payload,
-    status_error,
-)
+from gateway.api import quirks, sse
+from gateway.engine.client import EngineClient, bounded, engine_errors, status_error
 from gateway.engine.http import EngineExchange
 from gateway.settings import EngineSettings
 from gateway.stream.events import Raw
-
-
-def _repair(payload: object) -> dict[str, object]:
-    return error_from_payload(payload)[1]
-
-
-def _is_done(events: bytes) -> bool:
-    return b"data: [DONE]" in events or b"data:[DONE]" in events
 
 
 async def relay(response: EngineExchange, engine: EngineSettings) -> AsyncGenerator[Raw, None]:
@@ -57,20 +44,20 @@ async def relay(response: EngineExchange, engine: EngineSettings) -> AsyncGenera
             buffer += part
             cut = sse.boundary(buffer, start)
             if not cut:
-                bounded(len(buffer))
+                bounded(len(buffer), engine)
                 continue
             events = bytes(buffer[:cut])
             del buffer[:cut]
-            bounded(len(buffer))
-            if sse.has_old_errors(events):
-                events = sse.repair_old_errors(events, _repair)
-            done = done or _is_done(events)
+            bounded(len(buffer), engine)
+            if quirks.has_old_errors(events):
+                events = quirks.repair_old_errors(events)
+            done = done or quirks.has_done(events)
             yield Raw(events, sse.count_tokens(events))
     if buffer.strip():
         # The engine ended without the blank line after its last event.
         tail = bytes(buffer).rstrip(b"\r\n") + b"\n\n"
-        if sse.has_old_errors(tail):
-            tail = sse.repair_old_errors(tail, _repair)
+        if quirks.has_old_errors(tail):
+            tail = quirks.repair_old_errors(tail)
         done = done or b"[DONE]" in tail
         yield Raw(tail, sse.count_tokens(tail))
     if not done:
@@ -89,7 +76,7 @@ async def proxy_events(
     async with client.open(engine, "/chat/completions", body) as response:
         if response.status >= 400:
             with engine_errors(engine):
-                raise await status_error(response, relay=True)
+                raise await status_error(response, engine, relay=True)
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             async for piece in relay(response, engine):
                 yield piece

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
 import secrets
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway import prompts
+from gateway.api import quirks
 from gateway.api.chunks import CallFragment
 from gateway.tools.base import CallShape
 from gateway.tools.events import RunningCall, Working
@@ -51,7 +51,7 @@ class ToolCallAssembler:
     Tolerates engines that omit ``index`` (a fragment with an id or name starts a new
     call, one without continues the last), that repeat the name on every fragment, and
     that give several calls the same ``index`` (a fragment with another id starts a new
-    call after the one it would have joined).
+    call after the one it would have joined): rows of `gateway.api.quirks`.
     """
 
     def __init__(self) -> None:
@@ -64,7 +64,7 @@ class ToolCallAssembler:
         """Take one element of ``delta.tool_calls``."""
         index = fragment.index
         if index is None:
-            starts = bool(fragment.call_id) or bool(fragment.name)
+            starts = quirks.starts_call_without_index(fragment.call_id, fragment.name)
             if starts or self._last is None:
                 index = max((i for i, _ in self._calls), default=-1) + 1
                 key = self._current[index] = (index, 0)
@@ -73,18 +73,13 @@ class ToolCallAssembler:
         else:
             key = self._current.setdefault(index, (index, 0))
             known = self._calls.get(key)
-            if (
-                known is not None
-                and fragment.call_id
-                and known.call_id not in ("", fragment.call_id)
-            ):
+            if known is not None and quirks.new_call_under_index(known.call_id, fragment.call_id):
                 key = self._current[index] = (index, key[1] + 1)
         self._last = key
         parts = self._calls.setdefault(key, _Fragments())
         if fragment.call_id and not parts.call_id:
             parts.call_id = fragment.call_id
-        if fragment.name and fragment.name != parts.name:
-            parts.name += fragment.name
+        parts.name = quirks.joined_name(parts.name, fragment.name)
         if fragment.arguments:
             parts.arguments.append(fragment.arguments)
 
@@ -196,16 +191,10 @@ def vet_call(
                 CallVerdict.BAD_ARGUMENTS,
                 prompts.BAD_ARGUMENTS.format(name=raw.name, problem=problem),
             )
-        # Some engines double-encode: a JSON string holding the object.
-        if isinstance(decoded, str):
-            with contextlib.suppress(ValueError, RecursionError):
-                decoded = json.loads(decoded)
+        decoded = quirks.unwrap_arguments(decoded)
     else:
         decoded = dict(raw.arguments)
-    # The history always carries an object: engines that re-parse past calls with their
-    # chat template (llama-server with Qwen3-Coder or GLM templates) answer 500 to
-    # anything else, which would end the turn instead of letting the model try again.
-    text = json.dumps(decoded) if isinstance(decoded, dict) else "{}"
+    text = quirks.history_arguments(decoded)
     shape = tools.get(raw.name)
     if shape is None:
         return VettedCall(

@@ -3,17 +3,18 @@
 `gateway.loop.turn` does the talking; this module decides how an answer starts (`start`),
 which round comes next and with what ``tool_choice`` (`next_round`) and other fields
 (`round_fields`), what a finished round leads to (`after_round`), when the gateway makes
-the first search itself (``LoopState.search_due``, SPEC 3.2), which engine errors refuse
-``tool_choice: "required"`` (`refuses_required`), and what was learnt about the engine's
-handling of it. `LoopState` is immutable: every rule returns the next state, so the loop
-never changes it by hand.
+the first search itself (``LoopState.search_due``, SPEC 3.2), and what was learnt about the
+engine's handling of ``tool_choice: "required"``. Which engine errors refuse it, and how
+long a preamble may run, are engine quirks (`gateway.api.quirks`). `LoopState` is
+immutable: every rule returns the next state, so the loop never changes it by hand.
 
 The gateway's own first search: every Web-on answer searches at least once, whatever the
 engine does with ``"required"``. When round 1 ends without a call (the engine ignored
-``"required"``, or refused it with a 400) or writes `PREAMBLE_LIMIT` characters without
-one, its held text is dropped, the gateway runs ``web_search`` itself with the user's
-question, and round 2 follows under ``"auto"``. An engine seen to ignore or refuse
-``"required"`` has its later answers start with that search and round 1 under ``"auto"``.
+``"required"``, or refused it with a 400) or writes `gateway.api.quirks.PREAMBLE_LIMIT`
+characters without one, its held text is dropped, the gateway runs ``web_search`` itself
+with the user's question, and round 2 follows under ``"auto"``. An engine seen to ignore
+or refuse ``"required"`` has its later answers start with that search and round 1 under
+``"auto"``.
 """
 
 from __future__ import annotations
@@ -23,22 +24,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gateway.api import quirks
+
 #: At most this many rounds with tools offered (SPEC 3.5).
 MAX_TOOL_ROUNDS = 8
 #: Then at most this many rounds without tools (SPEC 3.6).
 MAX_ANSWER_ROUNDS = 2
-#: A ``"required"`` round's text is held until a call shows up; after this many visible
-#: characters without one, the round is given up and the gateway searches itself.
-#: llama-server enforces ``"required"`` only halfway (free text may come first) and a
-#: small model can then write until its context is full (SmolLM2: 1,847 tokens, a minute,
-#: nothing shown). Room for the short plan the system line asks for.
-PREAMBLE_LIMIT = 600
 #: Rounds that offer tools ask for at least this many tokens: a ``max_tokens`` meant for
 #: the answer would otherwise cut a call in the middle of its arguments.
 TOOL_ROUND_MIN_TOKENS = 512
-#: Error types and codes engines give a prompt longer than their context.
-_OVERFLOW_KINDS = frozenset({"exceed_context_size_error", "context_length_exceeded"})
-_OVERFLOW_WORDS = ("context length", "context size", "context window")
 
 
 class RequiredSupport(enum.Enum):
@@ -125,8 +119,9 @@ def round_fields(fields: Mapping[str, Any], plan: RoundPlan) -> dict[str, Any]:
     In rounds that offer tools, ``max_tokens`` and ``max_completion_tokens`` are raised
     to `TOOL_ROUND_MIN_TOKENS` (a limit meant for the answer must not cut a call), and
     ``parallel_tool_calls`` is ``true`` unless the client set it (SPEC 3.3 runs several
-    calls of one round at once; llama-server's default is off). Rounds without tools send
-    no ``parallel_tool_calls`` (OpenAI refuses it without ``tools``).
+    calls of one round at once; llama-server's default is off: `gateway.api.quirks`).
+    Rounds without tools send no ``parallel_tool_calls`` (OpenAI refuses it without
+    ``tools``).
     """
     out = dict(fields)
     if not plan.offer_tools:
@@ -136,23 +131,7 @@ def round_fields(fields: Mapping[str, Any], plan: RoundPlan) -> dict[str, Any]:
         value = out.get(name)
         if isinstance(value, int) and not isinstance(value, bool):
             out[name] = max(value, TOOL_ROUND_MIN_TOKENS)
-    out.setdefault("parallel_tool_calls", True)
-    return out
-
-
-def refuses_required(status: int, error_type: str, code: object, message: str) -> bool:
-    """Whether an engine's error answer to a ``"required"`` round is a refusal of
-    ``"required"`` (then round 1 is asked again with ``"auto"``).
-
-    A 400 or 422, unless it says the prompt is longer than the context: that error
-    would come back with ``"auto"`` too, and must reach the client at once.
-    """
-    if status not in (400, 422):
-        return False
-    if error_type in _OVERFLOW_KINDS or (isinstance(code, str) and code in _OVERFLOW_KINDS):
-        return False
-    lowered = message.lower()
-    return not any(words in lowered for words in _OVERFLOW_WORDS)
+    return quirks.with_parallel_calls(out)
 
 
 @dataclass(frozen=True, slots=True)

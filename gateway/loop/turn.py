@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from gateway import prompts
+from gateway.api import quirks
 from gateway.api.chunks import EngineChunk, UsageCounts
 from gateway.api.messages import Message, user_text
 from gateway.engine.client import EngineClient
@@ -37,7 +38,6 @@ from gateway.loop.conversation import Conversation
 from gateway.loop.first_search import TOOL as FIRST_SEARCH_TOOL
 from gateway.loop.first_search import first_query
 from gateway.loop.rounds import (
-    PREAMBLE_LIMIT,
     Phase,
     RequiredSupport,
     RoundOutcome,
@@ -48,7 +48,6 @@ from gateway.loop.rounds import (
     asks_answer_again,
     next_round,
     refused_required,
-    refuses_required,
     round_fields,
     searched_first,
     start,
@@ -283,7 +282,7 @@ class ChatTurn:
                     yield event
             except EngineStatusError as exc:
                 kind, code = exc.engine_kind()
-                if plan.tool_choice == "required" and refuses_required(
+                if plan.tool_choice == "required" and quirks.refuses_required(
                     exc.status, kind, code, exc.message
                 ):
                     # The engine may refuse "required": the gateway searches itself,
@@ -348,7 +347,7 @@ class ChatTurn:
         assembler = ToolCallAssembler()
         # A "required" round's text is held until a call shows the engine honours it;
         # an engine that ignores "required" has its round thrown away (the gateway then
-        # searches itself), and so has one that writes PREAMBLE_LIMIT characters without
+        # searches itself), and so has one that writes quirks.PREAMBLE_LIMIT characters without
         # a call (the engine stream is closed there, which stops the engine writing).
         held: list[StreamEvent] | None = [] if plan.hold_text else None
         held_chars = 0
@@ -364,7 +363,7 @@ class ChatTurn:
             nonlocal blank, started
             if not text:
                 return []
-            if not started and not text.strip():
+            if not started and quirks.is_blank_beside_calls(text):
                 blank += text
                 return []
             started = True
@@ -390,13 +389,13 @@ class ChatTurn:
                     held.extend(pending)
                     if not called():
                         held_chars += sum(len(e.text) for e in pending if isinstance(e, Content))
-                        if held_chars > PREAMBLE_LIMIT:
+                        if quirks.preamble_spent(held_chars):
                             break
                         continue
                     pending, held = held, None
                 for event in pending:
                     yield event
-        if held is not None and held_chars > PREAMBLE_LIMIT:
+        if held is not None and quirks.preamble_spent(held_chars):
             log.info(
                 "engine %s wrote %d characters without a call under tool_choice "
                 '"required"; the gateway makes the first search',

@@ -26,14 +26,13 @@ import anyio
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.api import sse
+from gateway.api import quirks, sse
 from gateway.api.chunks import UsageCounts
 from gateway.errors import (
     AnswerCutError,
     BusyError,
     EngineError,
     EngineStatusError,
-    EngineStreamError,
     EngineTimeoutError,
     GatewayError,
     RateLimitError,
@@ -181,7 +180,7 @@ class Tally:
         if isinstance(error, EngineError):
             engine = error.engine or self.engine or "(not chosen)"
             metrics.engine_errors.labels(error.kind).inc()
-            if isinstance(error, EngineStatusError | EngineStreamError):
+            if quirks.words_may_quote_request(error):
                 # Their message is the engine's own words, which may quote the request
                 # (vLLM's validation errors echo the input): logged without it (SPEC 9).
                 log.warning("engine %s failed (%s, status %d)", engine, error.kind, error.status)

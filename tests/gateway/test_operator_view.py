@@ -256,7 +256,7 @@ def test_an_engine_failure_is_logged_with_the_engines_name(
     caplog.set_level(logging.INFO)
     tally = Tally(GatewayMetrics(CollectorRegistry()), request_id="ab12")
     tally.engine = "http://127.0.0.1:8080/v1"
-    error = EngineUnreachableError("The model engine cannot be reached.")  # no name of its own
+    error = EngineUnreachableError("The model engine cannot be reached.", engine="")  # no name
     tally.close(Outcome.ENGINE_ERROR, error)
     messages = [r.getMessage() for r in caplog.records]
     assert "engine http://127.0.0.1:8080/v1 failed (connect): " in messages[0]

@@ -24,7 +24,8 @@ import pytest
 import trustme
 
 from gateway import prompts
-from gateway.loop.rounds import PREAMBLE_LIMIT, TOOL_ROUND_MIN_TOKENS
+from gateway.api.quirks import PREAMBLE_LIMIT
+from gateway.loop.rounds import TOOL_ROUND_MIN_TOKENS
 from gateway.settings import Budgets
 from testkit.origin import Origin, html
 from testkit.searxng import Served, pointed_at, recorded, running_searxng

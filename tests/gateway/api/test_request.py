@@ -112,7 +112,7 @@ def test_user_text_reads_strings_and_text_parts() -> None:
 
 def test_engine_error_body_keeps_the_engines_words() -> None:
     error = EngineStatusError(
-        400, {"error": {"message": "too long", "type": "x", "code": 400}}, "too long"
+        400, {"error": {"message": "too long", "type": "x", "code": 400}}, "too long", engine="e"
     )
     assert error.body()["error"]["message"] == "too long"
     assert error.kind == "http_4xx"

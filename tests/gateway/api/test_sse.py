@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
 from gateway.api import sse
-from gateway.engine.client import error_from_payload
 
 
 def feed_all(lines: list[str]) -> list[sse.SSEEvent]:
@@ -67,13 +64,3 @@ def test_proxy_cuts_at_the_last_event_boundary() -> None:
     assert sse.boundary(b"data: 1\n\ndata: 2") == len(b"data: 1\n\n")
     assert sse.boundary(b"data: 1\r\n\r\ndata: 2") == len(b"data: 1\r\n\r\n")
     assert sse.boundary(b"data: 1") == 0
-
-
-def test_proxy_turns_the_old_error_field_into_a_data_event() -> None:
-    fixed = sse.repair_old_errors(
-        b'error: {"code":500,"message":"boom","type":"server_error"}\n\n',
-        lambda payload: error_from_payload(payload)[1],
-    )
-    assert fixed.startswith(b"data: ")
-    payload = json.loads(fixed[len(b"data: ") :].split(b"\n")[0])
-    assert payload["error"]["message"] == "boom"

@@ -12,10 +12,11 @@ import pytest
 
 from gateway import prompts
 from gateway.api.messages import parse_message
+from gateway.api.quirks import PREAMBLE_LIMIT
 from gateway.engine.client import EngineClient
 from gateway.errors import EngineStatusError
 from gateway.loop.first_search import QUERY_CHARS, first_query, fold_query
-from gateway.loop.rounds import PREAMBLE_LIMIT, RequiredSupport
+from gateway.loop.rounds import RequiredSupport
 from gateway.loop.turn import RequiredMemory
 from gateway.settings import Budgets, EngineSettings
 from gateway.stream.events import Content, StreamEvent

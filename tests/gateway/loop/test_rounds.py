@@ -24,7 +24,6 @@ from gateway.loop.rounds import (
     after_round,
     next_round,
     refused_required,
-    refuses_required,
     round_fields,
     searched_first,
     start,
@@ -266,39 +265,6 @@ def test_a_malformed_call_in_round_one_counts_as_a_call() -> None:
     advance = after_round(LoopState(), plan, RoundOutcome(calls=0, malformed=1, has_text=False))
     assert (advance.step, advance.learnt) == (Step.RUN_CALLS, RequiredSupport.HONOURED)
     assert not advance.state.search_due
-
-
-@pytest.mark.parametrize(
-    ("status", "kind", "code", "message", "refusal"),
-    [
-        (400, "invalid_request_error", 400, "tool_choice 'required' is not supported", True),
-        (422, "", None, "Unprocessable", True),
-        (400, "invalid_request_error", None, "prompt too long", True),
-        (400, "exceed_context_size_error", 400, "request (2250 tokens) exceeds the", False),
-        (400, "invalid_request_error", "context_length_exceeded", "too many tokens", False),
-        (400, "BadRequestError", 400, "This model's maximum context length is 2048", False),
-        (400, "", None, "the prompt is longer than the Context Window", False),
-        (500, "server_error", 500, "tools param requires --jinja flag", False),
-        (404, "", None, "not found", False),
-        (400, "", {"a": [1]}, "an odd code", True),
-    ],
-    ids=[
-        "400-refusal",
-        "422",
-        "400-other",
-        "llama-overflow",
-        "openai-overflow-code",
-        "vllm-overflow-words",
-        "overflow-words-any-case",
-        "500",
-        "404",
-        "unhashable-code",
-    ],
-)
-def test_only_a_400_or_422_that_is_not_a_context_overflow_refuses_required(
-    status: int, kind: str, code: object, message: str, refusal: bool
-) -> None:
-    assert refuses_required(status, kind, code, message) is refusal
 
 
 def test_round_fields_raise_small_limits_and_ask_for_parallel_calls_only_with_tools() -> None:

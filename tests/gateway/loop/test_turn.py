@@ -12,9 +12,10 @@ import pytest
 
 from gateway import prompts
 from gateway.api.messages import parse_message
+from gateway.api.quirks import PREAMBLE_LIMIT
 from gateway.engine.client import EngineClient
 from gateway.errors import EngineStatusError
-from gateway.loop.rounds import PREAMBLE_LIMIT, RequiredSupport
+from gateway.loop.rounds import RequiredSupport
 from gateway.loop.turn import ChatTurn, FilterFactory, LoopOptions, RequiredMemory, default_filter
 from gateway.settings import Budgets, EngineSettings
 from gateway.stream.events import Content, Reasoning, RoundStarted, StreamEvent, ToolEvent, Usage
