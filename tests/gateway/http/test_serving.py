@@ -12,7 +12,8 @@ from dataclasses import replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.http.serving import MAX_HEAD_BYTES, AcceptFloodFilter, connection_cap
+from gateway.http.client_limits import MAX_HEAD_BYTES
+from gateway.http.serving import AcceptFloodFilter, connection_cap
 from gateway.settings import Limits
 from testkit.engine import FakeEngine
 from tests.gateway.conftest import KEY, TEST_TIMEOUTS, GatewayFactory, make_settings
