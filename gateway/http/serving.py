@@ -4,6 +4,15 @@
 
 - **Idle kept-alive connections** (``client_idle``): ``timeout_keep_alive``.
 - **Shutdown**: ``timeout_graceful_shutdown`` bounds a stuck clean-up after the drain.
+- **WebSocket upgrades**: ``ws="none"``; the gateway serves no WebSocket, and uvicorn's
+  hand-over of an upgraded connection to a WebSocket protocol never gave its connection
+  back to the guard (each upgrade request held a slot of ``max_connections`` for good).
+- **Forwarded headers**: ``proxy_headers=False``; who the client is comes from the
+  gateway's own ``trusted_proxies`` rule (`gateway.http.browsers.client_of`: the last
+  entry, from a trusted peer). uvicorn's default believed ``X-Forwarded-For`` from
+  loopback and rewrote the peer, so behind a proxy on loopback the trusted peer was no
+  longer seen (its ``X-Forwarded-Host`` was ignored and browsers were refused), and a
+  local client could pose as any address.
 - ``server_header=False``, ``access_log=False``, ``log_config=None`` (uvicorn's lines in
   the gateway's one format), ``lifespan="on"``, one worker.
 
@@ -23,8 +32,8 @@ Here too, on the standard library only:
   and keeps ``max_connections`` under half of it (each chat also holds an engine
   connection); if the limit is still reached, `AcceptFloodFilter` lets asyncio's
   "accept() out of system resource" error through once per ten seconds with a count,
-  instead of a traceback per attempt, and the same for the line uvicorn logs per
-  malformed request.
+  instead of a traceback per attempt, and the same for the lines uvicorn logs per
+  malformed or upgrade request.
 - **The listener** (`bind_listener`), bound before the app starts, and what to tell an
   operator when it cannot be (`listen_problem`).
 """
@@ -56,14 +65,16 @@ FLOODING = (
     "out of system resource",
     "Too many open files",
     "Invalid HTTP request",
+    "Unsupported upgrade request",
+    "No supported WebSocket library",
 )
 
 
 class AcceptFloodFilter(logging.Filter):
     """Lets log records a client can cause at will (asyncio's "accept() out of system
-    resource" at the descriptor limit, uvicorn's "Invalid HTTP request received.")
-    through once per period per kind, with how many were held back, and without a
-    traceback."""
+    resource" at the descriptor limit, uvicorn's "Invalid HTTP request received." and its
+    two lines per upgrade request) through once per period per kind, with how many were
+    held back, and without a traceback."""
 
     def __init__(self, clock: Any = time.monotonic) -> None:
         super().__init__()
@@ -137,6 +148,11 @@ def uvicorn_config(
         host=settings.listen_host,
         port=settings.listen_port,
         http=protocol_for(guard),
+        # No WebSocket: an upgrade request is an HTTP request like any other (answered
+        # by the app), and its connection stays the guard's.
+        ws="none",
+        # Who the client is: the gateway's trusted_proxies rule, not uvicorn's.
+        proxy_headers=False,
         lifespan="on",
         workers=1,
         server_header=False,

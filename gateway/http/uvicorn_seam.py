@@ -1,7 +1,7 @@
 """The one module on uvicorn's internals (I/O): what no uvicorn setting gives.
 
 `gateway.http.serving.uvicorn_config` takes every limit uvicorn has a setting for
-(``timeout_keep_alive``, ``timeout_graceful_shutdown``, ...).
+(``timeout_keep_alive``, ``timeout_graceful_shutdown``, ``ws``, ``proxy_headers``, ...).
 What is left is here, and only here, and ``tests/gateway/http/test_uvicorn_seam.py``
 fails, naming the name, when a uvicorn release changes what it relies on. The pin in
 pyproject.toml (``uvicorn<0.NEXT``) is the newest minor that test and the serving tests

@@ -22,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.http.client_limits import MAX_HEAD_BYTES, ConnectionGuard
+from gateway.http.serving import FLOODING
 from gateway.http.uvicorn_seam import GatewayServer, GuardedProtocol, protocol_for
 from gateway.metrics import GatewayMetrics
 from gateway.stream.drain import Drain
@@ -245,6 +246,28 @@ async def test_uvicorn_answers_a_parser_failure_with_send_400_response(
     assert any("Invalid HTTP request" in line for line in uvicorn_lines), (
         f"uvicorn {uvicorn.__version__} logs {uvicorn_lines} for it; AcceptFloodFilter limits "
         "'Invalid HTTP request' (gateway/http/serving.py FLOODING)"
+    )
+
+
+async def test_an_upgrade_request_without_websockets_is_http_and_its_lines_are_the_flood_filters(
+    uvicorn_lines: list[str],
+) -> None:
+    upgrade = (
+        b"GET /x HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    guard = a_guard()
+    async with seam_server(guard) as (port, _):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(upgrade)
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        writer.close()
+        await until(lambda: guard.open == 0)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    unlimited = [line for line in uvicorn_lines if not any(kind in line for kind in FLOODING)]
+    assert unlimited == [], (
+        f"uvicorn {uvicorn.__version__} logs {unlimited} per upgrade request, which "
+        "AcceptFloodFilter does not limit (gateway/http/serving.py FLOODING)"
     )
 
 
