@@ -54,7 +54,8 @@ def uvicorns(theirs: type, name: str) -> Any:
     ``Server.handle_exit`` at import with a wrapper, keeping uvicorn's in
     ``AppStatus.original_handler`` (GatewayServer's override stands in front of both)."""
     method = getattr(theirs, name, None)
-    if method is not None and not method.__module__.startswith("uvicorn."):
+    wrapped = theirs is uvicorn.Server and name == "handle_exit"
+    if wrapped and method is not None and method.__module__ == "sse_starlette.sse":
         from sse_starlette.sse import AppStatus
 
         method = AppStatus.original_handler
