@@ -19,13 +19,13 @@ from gateway import cli
 from gateway.app import create_app
 from gateway.http.serving import (
     AcceptFloodFilter,
-    GatewayServer,
     bind_listener,
     connection_cap,
     listen_problem,
     raise_fd_limit,
     uvicorn_config,
 )
+from gateway.http.uvicorn_seam import GatewayServer
 from gateway.metrics import GatewayMetrics
 from gateway.settings import SettingsError, load_settings, unknown_variables
 from gateway.stream.drain import Drain

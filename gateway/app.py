@@ -170,7 +170,7 @@ def create_app(
         fetcher_probe: The fetcher's part of ``/healthz`` (by default the health service
             of every fetcher target).
         searxng_probe: SearXNG's part of ``/healthz`` (by default its ``/healthz``).
-        drain: The shutdown state `gateway.http.serving.GatewayServer` starts at SIGTERM.
+        drain: The shutdown state `gateway.http.uvicorn_seam.GatewayServer` starts at SIGTERM.
         metrics: The metric families (built on ``registry`` when not given; the server's
             connection guard shares them).
     """

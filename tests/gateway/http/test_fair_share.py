@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from gateway.api.chunks import UsageCounts
 from gateway.errors import AnswerTooLargeError, AnswerTooLongError
-from gateway.http.serving import ConnectionGuard
+from gateway.http.client_limits import ConnectionGuard
 from gateway.metrics import GatewayMetrics
 from gateway.settings import Limits
 from gateway.stream.drain import Drain

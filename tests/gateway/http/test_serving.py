@@ -12,7 +12,8 @@ from dataclasses import replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.http.serving import MAX_HEAD_BYTES, AcceptFloodFilter, connection_cap
+from gateway.http.client_limits import MAX_HEAD_BYTES
+from gateway.http.serving import AcceptFloodFilter, connection_cap
 from gateway.settings import Limits
 from testkit.engine import FakeEngine
 from tests.gateway.conftest import KEY, TEST_TIMEOUTS, GatewayFactory, make_settings
@@ -206,3 +207,49 @@ def test_accept_errors_at_the_descriptor_limit_are_logged_once_per_period() -> N
     assert invalid.count(True) == 1
     other = logger.makeRecord("asyncio", logging.ERROR, __file__, 1, "something else", (), None)
     assert flood.filter(other)
+
+
+UPGRADE = (
+    b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+async def test_websocket_upgrade_requests_give_their_connections_back(
+    engine: FakeEngine, gateway_at: GatewayFactory
+) -> None:
+    # uvicorn's default (ws="auto") handed an upgraded connection to a WebSocket protocol,
+    # and the guard never saw it close: max_connections upgrades locked everyone out.
+    settings = make_settings(engine, limits=Limits(max_connections=2))
+    async with gateway_at(settings=settings) as url:
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port_of(url))
+            writer.write(UPGRADE)
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            writer.close()
+            await writer.wait_closed()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(url))
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        answer = await closed_by_server(reader)
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("forwarded_for", [b"", b"X-Forwarded-For: 203.0.113.5\r\n"])
+async def test_a_trusted_proxy_on_loopback_is_seen_whatever_it_forwards(
+    engine: FakeEngine, gateway_at: GatewayFactory, forwarded_for: bytes
+) -> None:
+    # uvicorn's proxy_headers (on by default, trusting loopback) replaced the peer with
+    # the forwarded address: the proxy was no longer trusted and its X-Forwarded-Host
+    # ignored, so a browser behind nginx on the same machine was refused 403.
+    settings = replace(make_settings(engine), trusted_proxies=("127.0.0.1",))
+    async with gateway_at(settings=settings) as url:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(url))
+        writer.write(
+            b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: https://chat.example\r\n"
+            b"X-Forwarded-Host: chat.example\r\nAuthorization: Bearer %s\r\n%s"
+            b"Connection: close\r\n\r\n" % (port_of(url), KEY.encode(), forwarded_for)
+        )
+        answer = await closed_by_server(reader)
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
