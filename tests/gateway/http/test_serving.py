@@ -7,13 +7,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 from dataclasses import replace
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from gateway.http.client_limits import MAX_HEAD_BYTES
-from gateway.http.serving import AcceptFloodFilter, connection_cap
+from gateway.http.serving import AcceptFloodFilter, bind_listener, connection_cap
 from gateway.settings import Limits
 from testkit.engine import FakeEngine
 from tests.gateway.conftest import KEY, TEST_TIMEOUTS, GatewayFactory, make_settings
@@ -253,3 +254,12 @@ async def test_a_trusted_proxy_on_loopback_is_seen_whatever_it_forwards(
         answer = await closed_by_server(reader)
         writer.close()
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+
+
+def test_accepted_connections_send_at_once() -> None:
+    # Nagle's algorithm would hold a token's small write until the previous one is acked.
+    listener = bind_listener("127.0.0.1", 0)
+    with listener, socket.create_connection(listener.getsockname()[:2]):
+        accepted, _ = listener.accept()
+        with accepted:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
