@@ -297,7 +297,7 @@ def create_app(
             Route(MCP_PATH, _McpRoute()),
         ],
         middleware=[
-            Middleware(RequestIds, paths=frozenset({CHAT_PATH})),
+            Middleware(RequestIds, paths=frozenset({CHAT_PATH, MCP_PATH})),
             Middleware(
                 BrowserGuard,
                 keyless=not settings.api_keys,

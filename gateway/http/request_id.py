@@ -1,9 +1,10 @@
 """The request id of each chat (SPEC 9): made when the request arrives, answered in the
 ``X-Request-Id`` header, written in the chat's access line and sent to the fetcher with
 every read (``fetcher.client.REQUEST_ID_METADATA``), whose fetch log lines carry it, so a
-chat and its fetches can be joined.
+chat and its fetches can be joined. Each POST to ``/mcp`` gets one too, and a tool call
+it carries sends it with its reads.
 
-`RequestIds` is the outermost middleware of the chat route: refusals by the key check
+`RequestIds` is the outermost middleware of the chat and MCP routes: refusals by the key check
 get an id and a header too. The id is 16 hex digits from ``uuid4``; a client's own
 ``X-Request-Id`` is not taken (the log's ids are the gateway's, never a caller's words).
 """

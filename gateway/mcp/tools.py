@@ -34,6 +34,7 @@ import logging
 import warnings
 from collections.abc import Mapping
 from contextlib import aclosing
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -47,6 +48,7 @@ from starlette.requests import Request
 from gateway import prompts
 from gateway.errors import GatewayError
 from gateway.http.access import KeyLimits
+from gateway.http.request_id import request_id_of
 from gateway.loop.calls import CallVerdict, RawCall, settle_seen, vet_call
 from gateway.mcp.sessions import McpSession, McpSessions
 from gateway.metrics import GatewayMetrics
@@ -258,9 +260,12 @@ class McpTools:
     ) -> ToolResult:
         """One call, as the chat loop runs it: events out as they come, then the result."""
         sent = 0
+        # The session's ledger and budgets, with the id of the POST that carries this call,
+        # which the fetcher's log lines of its reads then carry too (SPEC 9).
+        context = replace(session.context, request_id=_post_id(ctx))
         try:
             with anyio.fail_after(self._timeout):
-                async with aclosing(tool.run(arguments, session.context)) as items:
+                async with aclosing(tool.run(arguments, context)) as items:
                     async for item in items:
                         if isinstance(item, ToolResult):
                             return item
@@ -292,6 +297,12 @@ class McpTools:
                     ),
                     related_request_id=ctx.request_id,
                 )
+
+
+def _post_id(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The request id (`gateway.http.request_id`) of the HTTP request a call came in."""
+    request = ctx.request
+    return request_id_of(request.scope) if isinstance(request, Request) else ""
 
 
 def _level_index(level: str) -> int:

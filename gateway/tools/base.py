@@ -68,7 +68,8 @@ class ToolContext:
         scope: What the ledger and budgets belong to, in the tools' words: an answer of
             the chat loop, or an MCP session.
         request_id: The chat's id (`gateway.http.request_id`), sent with every read so the
-            fetcher's log lines of the read carry it ("" over MCP: the fetcher makes one).
+            fetcher's log lines of the read carry it; over MCP, the id of the POST that
+            carried the call ("" when there is none: the fetcher makes one).
     """
 
     ledger: Ledger

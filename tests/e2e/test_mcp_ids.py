@@ -103,3 +103,19 @@ async def test_the_same_id_in_two_sessions_is_two_requests(
     assert first.status_code == second.status_code == 200
     assert "result" in answer_of(first)
     assert "result" in answer_of(second)
+
+
+async def test_a_calls_reads_carry_the_request_id_of_its_post(
+    world: World, gateway: Gateway, http: httpx.AsyncClient
+) -> None:
+    # SPEC 9: the id travels with every read, so an MCP call and its fetches can be joined.
+    start = kettle_site(world)
+    raw = RawSession(http, gateway.url, AUTH)
+    assert (await raw.initialize()).status_code == 200
+    searched = await raw.post(call(1, SEARCH, {"query": "kettle descale"}))
+    read = await raw.post(call(2, FETCH, {"url": start}))
+    assert answer_of(read)["result"]["isError"] is False
+    posted = read.headers["x-request-id"]
+    assert posted != searched.headers["x-request-id"]
+    ids = {r["request_id"] for r in world.fetcher.records() if r.get("url") == start}
+    assert ids == {posted}
