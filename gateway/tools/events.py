@@ -109,7 +109,7 @@ class Read:
         reason: The fetcher's reason word when not (``not_public``, ``timeout``, ...); for
             a read that reached no page at all, the gateway's word for why
             (`gateway.tools.fetch.rules.ReadProblem`: ``unavailable``, ``busy``, ``timeout``,
-            ``failed``, ``budget``).
+            ``failed``, ``budget``, ``budget_held``).
     """
 
     url: str

@@ -187,6 +187,7 @@ READ_REASONS = {
     "busy": "the page reader is busy with other reads",
     "failed": "the page reader failed",
     "budget": "the page budget for this answer is spent",
+    "budget_held": "the rest of the page budget is held by the other reads running now",
 }
 
 

@@ -87,14 +87,15 @@ REFUSALS = frozenset(
 
 class ReadProblem(enum.StrEnum):
     """Why a read gave no report: the fetcher client's errors, or a read not asked for
-    because the page budget is spent. The words are the ``reason`` of the ``read`` event
-    of a read that reached no page (`unread_event`)."""
+    because no page of the budget is left (spent, or held by other reads). The words are
+    the ``reason`` of the ``read`` event of a read that reached no page (`unread_event`)."""
 
     UNAVAILABLE = "unavailable"  # not running, unreachable, shutting down
     BUSY = "busy"  # RESOURCE_EXHAUSTED: it runs its maximum of reads
     TIMEOUT = "timeout"  # the call's deadline passed
     FAILED = "failed"  # anything else (a bug on one side)
     BUDGET = "budget"  # the page budget was spent: the fetcher was not asked
+    BUDGET_HELD = "budget_held"  # the rest is held by reads running at the same time
 
 
 def read_url(
@@ -153,6 +154,12 @@ def plan_fetch(
 def settle(budgets: BudgetCounter, plan: FetchPlan, pages_read: int) -> None:
     """Charge the budget for the pages read: give back the rest of the reservation."""
     budgets.settle(BUDGET, plan.page_limit, pages_read)
+
+
+def page_refusal_problem(budgets: BudgetCounter) -> ReadProblem:
+    """The ``read`` event's word for a read refused because no page is left: spent only
+    once the pages were read, as `page_refusal` says it to the model."""
+    return ReadProblem.BUDGET_HELD if budgets.held(BUDGET) else ReadProblem.BUDGET
 
 
 def page_refusal(budgets: BudgetCounter) -> str:

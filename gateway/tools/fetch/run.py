@@ -29,6 +29,7 @@ from gateway.tools.fetch.rules import (
     ReadProblem,
     outcome,
     page_refusal,
+    page_refusal_problem,
     plan_fetch,
     problem_of,
     read_event,
@@ -90,7 +91,7 @@ async def fetch_page(
         return
     plan = plan_fetch(url, ledger=ledger, budgets=budgets, user_hosts=user_hosts)
     if plan is None:
-        yield unread_event(url, ReadProblem.BUDGET)
+        yield unread_event(url, page_refusal_problem(budgets))
         yield ToolResult(page_refusal(budgets), ToolOutcome.REFUSED)
         return
     clock = asyncio.get_running_loop().time

@@ -21,7 +21,9 @@ from gateway.api.messages import parse_message
 from gateway.engine.client import EngineClient
 from gateway.loop.turn import ChatTurn, LoopOptions, RequiredMemory
 from gateway.settings import Budgets, EngineSettings
+from gateway.stream.events import ToolEvent
 from gateway.tools.base import ToolBox
+from gateway.tools.events import Read
 from gateway.tools.fetch.addresses import hosts_in_text
 from gateway.tools.fetch.rules import page_refusal, plan_fetch, settle
 from gateway.tools.ledger import PAGES, SEARCHES, BudgetCounter, Ledger
@@ -75,9 +77,13 @@ async def test_five_reads_in_one_round_past_the_budget_agree_with_the_trailer(
         memory=RequiredMemory(),
         options=LoopOptions(budgets=Budgets(searches=16, pages=12), tool_timeout=10.0),
     )
-    _ = [event async for event in turn.events()]
+    events = [event async for event in turn.events()]
     results = tool_messages(engine.chats[1])
     assert len(results) == SITE_PAGES
+    # The page's read events say held too, never spent, for the three refused reads.
+    reads = [e.event for e in events if isinstance(e, ToolEvent) and isinstance(e.event, Read)]
+    unread = [read.reason for read in reads if not read.ok]
+    assert unread == ["budget_held"] * 3
     read = [r for r in results if "Page " in r]
     refused = [r for r in results if r not in read]
     assert len(read) == 2
