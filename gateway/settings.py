@@ -280,16 +280,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     unknown = config.problem(unknown_keys(table), origin)
     if unknown is not None:
         raise SettingsError(unknown.message)
-    values = _checked(read(FIELDS, table, origin, env))
+    others = {name: field for name, field in FIELDS.items() if name not in _KEY_SOURCES}
+    values = _checked(read(others, table, origin, env))
     listen = values.get("listen", config.parse_listen(DEFAULT_LISTEN))
     assert isinstance(listen, config.Listen)
-    if env.get("TIGRESS_API_KEYS"):
-        keys = _checked(
-            convert(_KEYS, env["TIGRESS_API_KEYS"], "api_keys", "TIGRESS_API_KEYS", text=True)
-        )
-    else:
-        keys = values.get("api_keys_file", values.get("api_keys", ()))
-    assert isinstance(keys, tuple)
+    keys = _checked(_api_keys(table, origin, env))
     if not keys and not listen.is_loopback:
         raise SettingsError(
             f"{where(FIELDS['listen'], 'listen', origin, env)}: refusing to listen on "
@@ -337,6 +332,36 @@ def _checked(value: T | Bad) -> T:
     if isinstance(value, Bad):
         raise SettingsError(value.message)
     return value
+
+
+#: Where the access keys may come from after ``TIGRESS_API_KEYS``, in the order they win.
+_KEY_SOURCES = ("api_keys_file", "api_keys")
+
+
+def _api_keys(
+    table: Mapping[str, Any], origin: str, env: Mapping[str, str]
+) -> tuple[str, ...] | Bad:
+    """The access keys of the first source that gives any: ``TIGRESS_API_KEYS``, then
+    ``api_keys_file`` (``TIGRESS_API_KEYS_FILE`` over the file's), then ``api_keys``.
+
+    # Security
+    Rule: a source that is not used is neither read nor checked, so the variable wins
+    over the file as every variable does (a keys file the file still names, removed once
+    the keys moved to the environment, does not stop start-up). A source that is used is
+    checked in full, and no key is repeated in a message. Proved by
+    ``tests/gateway/test_settings.py::test_the_keys_variable_wins_and_the_files_keys_are_not_read``.
+    """
+    found: object = ()
+    if env.get("TIGRESS_API_KEYS"):
+        found = convert(_KEYS, env["TIGRESS_API_KEYS"], "api_keys", "TIGRESS_API_KEYS", text=True)
+    else:
+        for name in _KEY_SOURCES:
+            given = read({name: FIELDS[name]}, table, origin, env)
+            if isinstance(given, Bad) or name in given:
+                found = given if isinstance(given, Bad) else given[name]
+                break
+    assert isinstance(found, tuple | Bad)
+    return found
 
 
 def _host_port(value: str) -> config.Listen | Bad:
