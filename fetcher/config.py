@@ -171,8 +171,8 @@ def read(
     """
     values: dict[str, object] = {}
     for name, field in fields.items():
-        variable = environ.get(field.variable) if field.variable else None
-        if variable is not None and (variable or field.kind == "list"):
+        variable = _variable(field, environ)
+        if variable is not None:
             value = convert(field, variable, name, field.variable, text=True)
         else:
             found = _lookup(table, name, origin, prefix)
@@ -200,10 +200,17 @@ def _lookup(
     return (table[key],) if key in table else None
 
 
+def _variable(field: Field, environ: Mapping[str, str]) -> str | None:
+    """The text of the field's variable when it gives the setting: set and not empty, or
+    empty for a list (the empty list); else None (the file decides)."""
+    text = environ.get(field.variable) if field.variable else None
+    return text if text is not None and (text or field.kind == "list") else None
+
+
 def where(field: Field, name: str, origin: str, environ: Mapping[str, str]) -> str:
     """Where a setting's value came from, for a message about several settings at once:
-    its variable when that is set, else the file and key."""
-    return field.variable if environ.get(field.variable) else f"{origin}: {name}"
+    its variable when that gave it (the rule of :func:`read`), else the file and key."""
+    return field.variable if _variable(field, environ) is not None else f"{origin}: {name}"
 
 
 def unknown_keys(

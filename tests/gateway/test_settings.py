@@ -287,3 +287,12 @@ def test_a_keys_file_wins_over_the_files_key_list(tmp_path: Path) -> None:
     config.write_text('api_keys = ["short"]\n')
     env = {"TIGRESS_CONFIG": str(config), "TIGRESS_API_KEYS_FILE": str(keys)}
     assert load_settings(env).api_keys == (KEY,)
+
+
+def test_an_empty_fetcher_variable_is_named_as_the_source(tmp_path: Path) -> None:
+    # An empty list variable is used (the empty list): the message names it, not the file.
+    config = tmp_path / "tigress.toml"
+    config.write_text('fetcher_target = ["unix:/a.sock"]\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"TIGRESS_CONFIG": str(config), "TIGRESS_FETCHER": ""})
+    assert str(caught.value) == "TIGRESS_FETCHER: no fetcher target given"
