@@ -52,6 +52,8 @@ class Field:
         items: What a list holds, for the message (``domains``).
         text_in_toml: A list may also be one comma-separated string in the file.
         secret: The value is never repeated in a message (access keys).
+        shown: How a message repeats the value (an address without its password);
+            None: as it is.
         variable: The environment variable that gives the setting (empty: none).
         check: Turns the typed value into the setting's value, or a :class:`Bad` saying
             why it cannot be one.
@@ -68,6 +70,7 @@ class Field:
     items: str = "strings"
     text_in_toml: bool = False
     secret: bool = False
+    shown: Callable[[object], str] | None = None
     variable: str = ""
     check: Callable[[Any], object] | None = None
     help: str = ""
@@ -89,7 +92,8 @@ def read_toml(path: Path, named_by: str) -> dict[str, Any] | Bad:
 def convert(field: Field, raw: object, name: str, source: str, *, text: bool) -> object:
     """One raw value (a TOML value, or a variable's or flag's ``text``) as the setting's
     value, or a :class:`Bad` naming ``source`` and ``name``."""
-    shown = "" if field.secret else f" {raw!r}"
+    said = field.shown(raw) if field.shown is not None else repr(raw)
+    shown = "" if field.secret else f" {said}"
     value = _typed(field, raw, text=text)
     if isinstance(value, Bad):
         return Bad(f"{source}: bad value{shown} for {name}: {value.message}")

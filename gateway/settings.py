@@ -385,6 +385,25 @@ def _http_url(url: str) -> str | Bad:
     return url
 
 
+def _without_password(raw: object) -> str:
+    """An address as a message repeats it: any user name and password left out.
+
+    # Security
+    Rule: a settings message never repeats the credentials an address carries (they
+    reach the journal). Proved by
+    ``tests/gateway/test_settings.py::test_a_bad_address_is_named_without_its_password``.
+    """
+    if not isinstance(raw, str) or "@" not in raw:
+        return repr(raw)
+    try:
+        parts = urlsplit(raw)
+    except ValueError:
+        return "(an address with credentials)"
+    if "@" not in parts.netloc:
+        return repr(raw)
+    return repr(urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])))
+
+
 def _origins(values: tuple[str, ...]) -> tuple[str, ...] | Bad:
     """Origins as browsers send them: ``scheme://host[:port]``, nothing after."""
     for value in values:
@@ -463,6 +482,7 @@ def _language(value: str) -> str | Bad:
 
 
 _KEYS = Field("list", items="keys", secret=True, check=_keys)
+_URL = Field("str", check=_http_url, shown=_without_password)
 _SECONDS = Field("float", 0, above=True)
 _ORIGINS = Field("list", items="origins", check=_origins)
 _NAMES = Field("list", items="names", text_in_toml=True, check=_searxng_names)
@@ -476,12 +496,12 @@ _DOMAINS = Field("list", items="domains", text_in_toml=True, check=_domains)
 #: it listens (where the gateway finds it by default).
 FIELDS: dict[str, Field] = {
     "listen": Field("str", variable="TIGRESS_LISTEN", check=_host_port),
-    "engine_url": Field("str", variable="TIGRESS_ENGINE_URL", check=_http_url),
+    "engine_url": dataclasses.replace(_URL, variable="TIGRESS_ENGINE_URL"),
     "api_keys": _KEYS,
     "api_keys_file": Field("str", variable="TIGRESS_API_KEYS_FILE", check=_keys_file),
     "max_body_bytes": Field("int", 1024),
     "media_urls": Field("str", choices=("refuse", "allow")),
-    "searxng_url": Field("str", variable="TIGRESS_SEARXNG_URL", check=_http_url),
+    "searxng_url": dataclasses.replace(_URL, variable="TIGRESS_SEARXNG_URL"),
     "searxng_results": Field("int", 1),
     "searxng_categories": dataclasses.replace(_NAMES, variable="TIGRESS_SEARXNG_CATEGORIES"),
     "searxng_language": Field("str", variable="TIGRESS_SEARXNG_LANGUAGE", check=_language),
@@ -513,7 +533,7 @@ FIELDS: dict[str, Field] = {
 }
 #: The keys of each ``[[engines]]`` entry.
 ENGINE_FIELDS: dict[str, Field] = {
-    "url": Field("str", check=_http_url),
+    "url": _URL,
     "models": Field("list", items="names"),
     "api_key_env": Field("str"),
     "name": Field("str"),

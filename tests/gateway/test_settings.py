@@ -296,3 +296,26 @@ def test_an_empty_fetcher_variable_is_named_as_the_source(tmp_path: Path) -> Non
     with pytest.raises(SettingsError) as caught:
         load_settings({"TIGRESS_CONFIG": str(config), "TIGRESS_FETCHER": ""})
     assert str(caught.value) == "TIGRESS_FETCHER: no fetcher target given"
+
+
+@pytest.mark.parametrize(
+    ("toml", "env"),
+    [
+        ('engine_url = "http://user:hunter2-pass@h:99999/v1"', {}),
+        ('searxng_url = "ftp://user:hunter2-pass@h/"', {}),
+        ('[[engines]]\nurl = "http://:hunter2-pass@h:x/v1"', {}),
+        ("", {"TIGRESS_ENGINE_URL": "http://user:hunter2-pass@h:99999/v1"}),
+    ],
+    ids=["engine-url", "searxng-url", "engines-url", "engine-url-variable"],
+)
+def test_a_bad_address_is_named_without_its_password(
+    tmp_path: Path, toml: str, env: dict[str, str]
+) -> None:
+    # An address may carry credentials (the engine's label drops them for logs); the
+    # start-up message goes to the journal too.
+    config = tmp_path / "tigress.toml"
+    config.write_text(toml + "\n")
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"TIGRESS_CONFIG": str(config), **env})
+    assert "hunter2" not in str(caught.value)
+    assert "@h" in str(caught.value)
