@@ -52,6 +52,8 @@ class Field:
         items: What a list holds, for the message (``domains``).
         text_in_toml: A list may also be one comma-separated string in the file.
         secret: The value is never repeated in a message (access keys).
+        shown: How a message repeats the value (an address without its password);
+            None: as it is.
         variable: The environment variable that gives the setting (empty: none).
         check: Turns the typed value into the setting's value, or a :class:`Bad` saying
             why it cannot be one.
@@ -68,6 +70,7 @@ class Field:
     items: str = "strings"
     text_in_toml: bool = False
     secret: bool = False
+    shown: Callable[[object], str] | None = None
     variable: str = ""
     check: Callable[[Any], object] | None = None
     help: str = ""
@@ -89,7 +92,8 @@ def read_toml(path: Path, named_by: str) -> dict[str, Any] | Bad:
 def convert(field: Field, raw: object, name: str, source: str, *, text: bool) -> object:
     """One raw value (a TOML value, or a variable's or flag's ``text``) as the setting's
     value, or a :class:`Bad` naming ``source`` and ``name``."""
-    shown = "" if field.secret else f" {raw!r}"
+    said = field.shown(raw) if field.shown is not None else repr(raw)
+    shown = "" if field.secret else f" {said}"
     value = _typed(field, raw, text=text)
     if isinstance(value, Bad):
         return Bad(f"{source}: bad value{shown} for {name}: {value.message}")
@@ -171,8 +175,8 @@ def read(
     """
     values: dict[str, object] = {}
     for name, field in fields.items():
-        variable = environ.get(field.variable) if field.variable else None
-        if variable is not None and (variable or field.kind == "list"):
+        variable = _variable(field, environ)
+        if variable is not None:
             value = convert(field, variable, name, field.variable, text=True)
         else:
             found = _lookup(table, name, origin, prefix)
@@ -200,10 +204,17 @@ def _lookup(
     return (table[key],) if key in table else None
 
 
+def _variable(field: Field, environ: Mapping[str, str]) -> str | None:
+    """The text of the field's variable when it gives the setting: set and not empty, or
+    empty for a list (the empty list); else None (the file decides)."""
+    text = environ.get(field.variable) if field.variable else None
+    return text if text is not None and (text or field.kind == "list") else None
+
+
 def where(field: Field, name: str, origin: str, environ: Mapping[str, str]) -> str:
     """Where a setting's value came from, for a message about several settings at once:
-    its variable when that is set, else the file and key."""
-    return field.variable if environ.get(field.variable) else f"{origin}: {name}"
+    its variable when that gave it (the rule of :func:`read`), else the file and key."""
+    return field.variable if _variable(field, environ) is not None else f"{origin}: {name}"
 
 
 def unknown_keys(

@@ -280,16 +280,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     unknown = config.problem(unknown_keys(table), origin)
     if unknown is not None:
         raise SettingsError(unknown.message)
-    values = _checked(read(FIELDS, table, origin, env))
+    others = {name: field for name, field in FIELDS.items() if name not in _KEY_SOURCES}
+    values = _checked(read(others, table, origin, env))
     listen = values.get("listen", config.parse_listen(DEFAULT_LISTEN))
     assert isinstance(listen, config.Listen)
-    if env.get("TIGRESS_API_KEYS"):
-        keys = _checked(
-            convert(_KEYS, env["TIGRESS_API_KEYS"], "api_keys", "TIGRESS_API_KEYS", text=True)
-        )
-    else:
-        keys = values.get("api_keys_file", values.get("api_keys", ()))
-    assert isinstance(keys, tuple)
+    keys = _checked(_api_keys(table, origin, env))
     if not keys and not listen.is_loopback:
         raise SettingsError(
             f"{where(FIELDS['listen'], 'listen', origin, env)}: refusing to listen on "
@@ -339,6 +334,36 @@ def _checked(value: T | Bad) -> T:
     return value
 
 
+#: Where the access keys may come from after ``TIGRESS_API_KEYS``, in the order they win.
+_KEY_SOURCES = ("api_keys_file", "api_keys")
+
+
+def _api_keys(
+    table: Mapping[str, Any], origin: str, env: Mapping[str, str]
+) -> tuple[str, ...] | Bad:
+    """The access keys of the first source that gives any: ``TIGRESS_API_KEYS``, then
+    ``api_keys_file`` (``TIGRESS_API_KEYS_FILE`` over the file's), then ``api_keys``.
+
+    # Security
+    Rule: a source that is not used is neither read nor checked, so the variable wins
+    over the file as every variable does (a keys file the file still names, removed once
+    the keys moved to the environment, does not stop start-up). A source that is used is
+    checked in full, and no key is repeated in a message. Proved by
+    ``tests/gateway/test_settings.py::test_the_keys_variable_wins_and_the_files_keys_are_not_read``.
+    """
+    found: object = ()
+    if env.get("TIGRESS_API_KEYS"):
+        found = convert(_KEYS, env["TIGRESS_API_KEYS"], "api_keys", "TIGRESS_API_KEYS", text=True)
+    else:
+        for name in _KEY_SOURCES:
+            given = read({name: FIELDS[name]}, table, origin, env)
+            if isinstance(given, Bad) or name in given:
+                found = given if isinstance(given, Bad) else given[name]
+                break
+    assert isinstance(found, tuple | Bad)
+    return found
+
+
 def _host_port(value: str) -> config.Listen | Bad:
     """``host:port`` (``[v6]:port`` for IPv6) as the gateway listens on it."""
     try:
@@ -358,6 +383,25 @@ def _http_url(url: str) -> str | Bad:
     except ValueError:
         return Bad("bad port")
     return url
+
+
+def _without_password(raw: object) -> str:
+    """An address as a message repeats it: any user name and password left out.
+
+    # Security
+    Rule: a settings message never repeats the credentials an address carries (they
+    reach the journal). Proved by
+    ``tests/gateway/test_settings.py::test_a_bad_address_is_named_without_its_password``.
+    """
+    if not isinstance(raw, str) or "@" not in raw:
+        return repr(raw)
+    try:
+        parts = urlsplit(raw)
+    except ValueError:
+        return "(an address with credentials)"
+    if "@" not in parts.netloc:
+        return repr(raw)
+    return repr(urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])))
 
 
 def _origins(values: tuple[str, ...]) -> tuple[str, ...] | Bad:
@@ -438,6 +482,7 @@ def _language(value: str) -> str | Bad:
 
 
 _KEYS = Field("list", items="keys", secret=True, check=_keys)
+_URL = Field("str", check=_http_url, shown=_without_password)
 _SECONDS = Field("float", 0, above=True)
 _ORIGINS = Field("list", items="origins", check=_origins)
 _NAMES = Field("list", items="names", text_in_toml=True, check=_searxng_names)
@@ -451,12 +496,12 @@ _DOMAINS = Field("list", items="domains", text_in_toml=True, check=_domains)
 #: it listens (where the gateway finds it by default).
 FIELDS: dict[str, Field] = {
     "listen": Field("str", variable="TIGRESS_LISTEN", check=_host_port),
-    "engine_url": Field("str", variable="TIGRESS_ENGINE_URL", check=_http_url),
+    "engine_url": dataclasses.replace(_URL, variable="TIGRESS_ENGINE_URL"),
     "api_keys": _KEYS,
     "api_keys_file": Field("str", variable="TIGRESS_API_KEYS_FILE", check=_keys_file),
     "max_body_bytes": Field("int", 1024),
     "media_urls": Field("str", choices=("refuse", "allow")),
-    "searxng_url": Field("str", variable="TIGRESS_SEARXNG_URL", check=_http_url),
+    "searxng_url": dataclasses.replace(_URL, variable="TIGRESS_SEARXNG_URL"),
     "searxng_results": Field("int", 1),
     "searxng_categories": dataclasses.replace(_NAMES, variable="TIGRESS_SEARXNG_CATEGORIES"),
     "searxng_language": Field("str", variable="TIGRESS_SEARXNG_LANGUAGE", check=_language),
@@ -488,7 +533,7 @@ FIELDS: dict[str, Field] = {
 }
 #: The keys of each ``[[engines]]`` entry.
 ENGINE_FIELDS: dict[str, Field] = {
-    "url": Field("str", check=_http_url),
+    "url": _URL,
     "models": Field("list", items="names"),
     "api_key_env": Field("str"),
     "name": Field("str"),

@@ -262,3 +262,60 @@ def test_media_addresses_are_refused_unless_the_operator_allows_them(tmp_path: P
     settings = load_settings({"TIGRESS_CONFIG": str(config)})
     assert settings.allow_media_urls is True
     assert settings.timeouts.shutdown_grace == 3.0
+
+
+@pytest.mark.parametrize(
+    "file_keys",
+    ['api_keys_file = "/nonexistent/keys"', 'api_keys = ["short"]'],
+    ids=["unreadable-keys-file", "short-key-list"],
+)
+def test_the_keys_variable_wins_and_the_files_keys_are_not_read(
+    tmp_path: Path, file_keys: str
+) -> None:
+    # TIGRESS_API_KEYS wins over the file (SPEC 9): keys the file names but that are not
+    # used must not stop start-up (an old keys file removed after `keygen --env-file`).
+    config = tmp_path / "tigress.toml"
+    config.write_text(file_keys + "\n")
+    settings = load_settings({"TIGRESS_CONFIG": str(config), "TIGRESS_API_KEYS": KEY})
+    assert settings.api_keys == (KEY,)
+
+
+def test_a_keys_file_wins_over_the_files_key_list(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(KEY + "\n")
+    config = tmp_path / "tigress.toml"
+    config.write_text('api_keys = ["short"]\n')
+    env = {"TIGRESS_CONFIG": str(config), "TIGRESS_API_KEYS_FILE": str(keys)}
+    assert load_settings(env).api_keys == (KEY,)
+
+
+def test_an_empty_fetcher_variable_is_named_as_the_source(tmp_path: Path) -> None:
+    # An empty list variable is used (the empty list): the message names it, not the file.
+    config = tmp_path / "tigress.toml"
+    config.write_text('fetcher_target = ["unix:/a.sock"]\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"TIGRESS_CONFIG": str(config), "TIGRESS_FETCHER": ""})
+    assert str(caught.value) == "TIGRESS_FETCHER: no fetcher target given"
+
+
+@pytest.mark.parametrize(
+    ("toml", "env"),
+    [
+        ('engine_url = "http://user:hunter2-pass@h:99999/v1"', {}),
+        ('searxng_url = "ftp://user:hunter2-pass@h/"', {}),
+        ('[[engines]]\nurl = "http://:hunter2-pass@h:x/v1"', {}),
+        ("", {"TIGRESS_ENGINE_URL": "http://user:hunter2-pass@h:99999/v1"}),
+    ],
+    ids=["engine-url", "searxng-url", "engines-url", "engine-url-variable"],
+)
+def test_a_bad_address_is_named_without_its_password(
+    tmp_path: Path, toml: str, env: dict[str, str]
+) -> None:
+    # An address may carry credentials (the engine's label drops them for logs); the
+    # start-up message goes to the journal too.
+    config = tmp_path / "tigress.toml"
+    config.write_text(toml + "\n")
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"TIGRESS_CONFIG": str(config), **env})
+    assert "hunter2" not in str(caught.value)
+    assert "@h" in str(caught.value)
