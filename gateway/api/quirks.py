@@ -22,6 +22,7 @@ family), which are the model's habit rather than the engine's.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -131,9 +132,14 @@ def event_payloads(data: str) -> list[Any]:
     return out
 
 
+#: ``[DONE]`` as a line of its own: inside a chunk's JSON (a model writing the words) it
+#: is part of a longer line, since JSON strings hold no raw line breaks.
+_DONE_LINE: Final = re.compile(rb"^data: ?\[DONE\]\r?$", re.MULTILINE)
+
+
 def has_done(events: bytes) -> bool:
-    """Whether whole events hold the ``[DONE]`` that ends a stream (row ``no_done``)."""
-    return b"data: [DONE]" in events or b"data:[DONE]" in events
+    """Whether whole events hold the ``[DONE]`` line that ends a stream (row ``no_done``)."""
+    return b"[DONE]" in events and _DONE_LINE.search(events) is not None
 
 
 def is_interim(status: int) -> bool:

@@ -58,7 +58,7 @@ async def relay(response: EngineExchange, engine: EngineSettings) -> AsyncGenera
         tail = bytes(buffer).rstrip(b"\r\n") + b"\n\n"
         if quirks.has_old_errors(tail):
             tail = quirks.repair_old_errors(tail)
-        done = done or b"[DONE]" in tail
+        done = done or quirks.has_done(tail)
         yield Raw(tail, sse.count_tokens(tail))
     if not done:
         yield Raw(sse.DONE)

@@ -149,8 +149,20 @@ def test_glued_events_each_line_is_its_own_chunk(data: str, payloads: list[Any])
         (b'data: {"a":1}\n\ndata: [DONE]\n\n', True),
         (b'data: {"a":1}\n\n', False),
         (b'data: {"content":"[DONE]"}\n\n', False),
+        (b'data: {"content":"data: [DONE]"}\n\n', False),
+        (b'data: {"a":1}\r\n\r\ndata: [DONE]\r\n\r\n', True),
+        (b"data: [DONE] and more\n\n", False),
     ],
-    ids=["done", "done-no-space", "after-a-chunk", "missing", "in-text"],
+    ids=[
+        "done",
+        "done-no-space",
+        "after-a-chunk",
+        "missing",
+        "in-text",
+        "quoted",
+        "crlf",
+        "longer",
+    ],
 )
 def test_no_done_a_stream_without_its_end_is_seen(events: bytes, done: bool) -> None:
     assert has_done(events) is done
