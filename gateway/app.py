@@ -48,6 +48,7 @@ from gateway.http.health import (
     SearxngProbe,
     fetcher_not_checked,
     not_checked,
+    searxng_says,
     target_says,
 )
 from gateway.http.origin import OriginPolicy
@@ -107,32 +108,31 @@ class _McpRoute:
         await mcp(scope, receive, send)
 
 
-def _state(ok: bool) -> str:
-    return "answers" if ok else "does not answer"
-
-
 async def _report(health: Health, settings: Settings) -> None:
     """Say at start-up where the gateway listens and whether the engines, SearXNG and the
-    fetcher answer, with what to do about a part that does not."""
+    fetcher answer: a line for a part that does, a warning with the part's own sentence
+    (what is wrong, what to do) for one that does not."""
     answer = await health.check()
     for engine in answer.engines:
-        log.info("engine %s %s", engine.engine, _state(engine.ok))
-        if not engine.ok:
+        if engine.ok:
+            log.info("engine %s answers", engine.engine)
+        else:
             log.warning("engine %s: %s", engine.engine, engine.says)
     searxng = answer.searxng
     if isinstance(searxng, NotChecked):
         log.info("SearXNG at %s is not checked", settings.searxng_url)
+    elif searxng.ok:
+        log.info("SearXNG at %s answers", settings.searxng_url)
     else:
-        log.info("SearXNG at %s %s", settings.searxng_url, _state(searxng.ok))
-        if not searxng.ok:
-            log.warning("SearXNG: %s", searxng.problem)
+        log.warning("SearXNG: %s", searxng_says(searxng))
     fetcher = answer.fetcher
     if isinstance(fetcher, NotChecked):
         log.info("fetcher is not checked")
     else:
         for target in fetcher.targets:
-            log.info("fetcher at %s %s", target.target, _state(target.ok))
-            if not target.ok:
+            if target.ok:
+                log.info("fetcher at %s answers", target.target)
+            else:
                 log.warning("fetcher at %s: %s", target.target, target_says(target))
     host = f"[{settings.listen_host}]" if ":" in settings.listen_host else settings.listen_host
     base = f"http://{host}:{settings.listen_port}"

@@ -97,8 +97,9 @@ def test_make_run_starts_both_reports_what_is_missing_and_stops_on_ctrl_c(run_di
             re.match(r"\d\d:\d\d:\d\d\.\d{3} (INFO|WARNING|ERROR) \S+: ", line)
             for line in output.lines
         ), output.lines
-        output.wait_for(f"engine http://127.0.0.1:{nowhere}/v1 does not answer")
-        output.wait_for(f"SearXNG at http://127.0.0.1:{nowhere} does not answer")
+        # A part that does not answer: one warning, with what to do.
+        output.wait_for(f"WARNING gateway: engine http://127.0.0.1:{nowhere}/v1: The model engine")
+        output.wait_for("WARNING gateway: SearXNG: ")
         output.wait_for(f"fetcher at unix:{run_dir}/fetcher.sock answers")
 
         health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()

@@ -226,11 +226,20 @@ class ModelDirectory:
         listed = file_aliases(entry.model for entry in served).get(model)
         if listed is not None:
             return next(entry for entry in served if entry.model == listed)
+        failed = sorted({e.engine for e in errors})
+        if len(failed) == 1:
+            # One engine could not be asked: its own sentence says why (down, or a server
+            # that answers but is not an engine) and what to change.
+            raise EngineUnreachableError(
+                f"The model engine that would serve this model could not be asked for its "
+                f"models: {errors[0].message}",
+                engine=failed[0],
+            ) from errors[0]
         if errors:
-            # Several engines may have failed: the message names them, the error no one.
+            # Several engines failed: the message names them, the error no one.
             raise EngineUnreachableError(
                 "The model engine that would serve this model cannot be reached "
-                f"({', '.join(sorted({e.engine for e in errors if e.engine}))}).",
+                f"({', '.join(e for e in failed if e)}).",
                 engine="",
             ) from errors[0]
         raise unknown_model(model, [entry.model for entry in served])

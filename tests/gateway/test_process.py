@@ -179,7 +179,10 @@ async def test_operators_see_engines_at_start_up_and_failures_without_request_no
     assert ok.status_code == 200
     assert failed.status_code == 502
     assert running.logged(f"engine {engine.url} answers")
-    assert running.logged(f"engine {dead} does not answer")
+    # A part that does not answer gets one warning with its own sentence (no "does not
+    # answer" line beside it, which would contradict "answers, but not as an engine").
+    assert running.logged(f"WARNING gateway: engine {dead}: The model engine")
+    assert not running.logged(f"engine {dead} does not answer")
     assert not running.logged("HTTP Request:")
 
 

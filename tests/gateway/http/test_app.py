@@ -11,6 +11,10 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
 
 from gateway.settings import EngineSettings
 from testkit.engine import (
@@ -36,6 +40,7 @@ from tests.gateway.conftest import (
     GatewayFactory,
     make_settings,
 )
+from tests.gateway.servers import serve
 
 QUESTION = [{"role": "user", "content": "hi"}]
 
@@ -723,3 +728,23 @@ async def test_streamed_web_answer_has_the_event_stream_type(
         )
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["cache-control"] == "no-cache"
+
+
+async def test_a_chat_to_a_server_that_is_no_engine_says_so(
+    engine: FakeEngine, gateway_at: GatewayFactory, http: httpx.AsyncClient
+) -> None:
+    # A newcomer's engine_url pointing at SearXNG: the chat's error says what the server
+    # is, as /healthz does, not that it cannot be reached.
+    async def page(request: Request) -> Response:
+        return HTMLResponse("<html><body>Not here</body></html>", status_code=404)
+
+    other = Starlette(routes=[Route("/{path:path}", page)])
+    async with serve(other) as address:
+        settings = make_settings(engine, engines=(EngineSettings(f"{address}/v1"),))
+        async with gateway_at(settings=settings, tools=[FakeSearch()]) as url:
+            answer = await http.post(f"{url}/v1/chat/completions", json=chat(), headers=AUTH)
+    assert answer.status_code == 502
+    error = answer.json()["error"]
+    assert error["code"] == "engine_unreachable"
+    assert "answers, but not as an OpenAI-compatible engine" in error["message"]
+    assert "cannot be reached" not in error["message"]
