@@ -17,8 +17,11 @@ article text into the first 12,000 characters:
 7. cut to :data:`PAGE_TEXT_LIMIT` at a line (else word) boundary.
 
 A page that breaks the renderer (very deep nesting) or renders to almost nothing although it
-holds text gets a plain-text rendering instead (:func:`fetcher.html.plaintext.plain_text`, of the
-pruned tree, else of the unpruned one), so a page with text never reads as empty.
+holds text gets a plain-text rendering instead (:func:`fetcher.html.plaintext.plain_text` of the
+pruned tree). When that is too little too, pruning took the page (a ``header``, ``footer`` or
+``form`` wrapping all of it): the page is read again, pruned without the rules for those
+wrappers, so its menus and banners still go and its main content is still found; failing
+that, the plain text of the unpruned page. A page with text never reads as empty.
 ``text/plain`` and ``text/markdown`` bodies are decoded the same way and passed through.
 Pure functions: no I/O, no clock, and :func:`read_document` never raises.
 """
@@ -237,6 +240,34 @@ def _parse(markup: str) -> HtmlElement | None:
     return root if isinstance(root, HtmlElement) else None
 
 
+def _read_gently(markup: str) -> str:
+    """The text of a page that pruning emptied: pruned without the page-wrapper rules
+    (``header``, ``footer``, ``form`` may hold the whole page), its main content found and
+    rendered; else the plain text of the unpruned page."""
+    root = _parse(markup)
+    if root is None:
+        return ""
+    drop_junk(root)
+    unpruned = plain_text(root)
+    body = root.find("body")
+    page_chars = text_length(body if body is not None else root)
+    prune_chrome(root, wrappers=False)
+    try:
+        main = find_main_content(root)
+    except Exception:  # the detection is an optimisation: never lose the page over it
+        main = MainContent(MainContentVerdict.NO_CONTENT, (), 0)
+    if main.sure:
+        keep_only(root, main.elements)
+        page_chars = sum(text_length(element) for element in main.elements)
+    if page_chars > _RENDER_CHARS or element_count(root) > _RENDER_ELEMENTS:
+        trim_to_budget(root, _RENDER_CHARS, _RENDER_ELEMENTS)
+    try:
+        text = _tidy_head(render(root), PAGE_TEXT_LIMIT)
+    except Exception:  # inscriptis on hostile trees: RecursionError, and worse
+        text = ""
+    return unpruned if _too_little(text, page_chars) else text
+
+
 def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     markup = _XML_DECLARATION.sub("", markup, count=1).replace("\x00", "\ufffd")
     # Before libxml2, whose attribute check is quadratic in one element's attributes.
@@ -279,11 +310,9 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     if _too_little(text, page_chars):
         candidate = plain_text(root)
         if _too_little(candidate, page_chars):
-            # Pruning took the text (a page wrapped in a <header>, say): read it unpruned.
-            unpruned = _parse(markup)
-            if unpruned is not None:
-                drop_junk(unpruned)
-                candidate = plain_text(unpruned)
+            # Pruning took the text (a page wrapped in a <header>, say): read it again
+            # without the rules for page wrappers, else unpruned.
+            candidate = _read_gently(markup)
         if len(candidate) > len(text):
             text = candidate
     if not text:

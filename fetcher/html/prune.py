@@ -328,7 +328,7 @@ def _is_hidden(name: str, value: str) -> bool:
     return _HIDDEN_STYLE.search(value) is not None
 
 
-def prune_chrome(root: HtmlElement) -> None:
+def prune_chrome(root: HtmlElement, *, wrappers: bool = True) -> None:
     """Drop page chrome from a document tree, following the rules of the module docstring.
 
     Call :func:`drop_junk` first. Candidates are collected before anything is removed;
@@ -336,6 +336,9 @@ def prune_chrome(root: HtmlElement) -> None:
 
     Args:
         root: The document root, changed in place.
+        wrappers: Whether the rules for elements that may wrap the whole page run
+            (``header``/``footer`` outside content, forms). Without them the rest of the
+            chrome still goes: the reader's second try on a page that pruning emptied.
     """
     marked = [
         (str(value.attrname), str(value), value.getparent()) for value in root.xpath(_MARKED_XPATH)
@@ -359,11 +362,11 @@ def prune_chrome(root: HtmlElement) -> None:
                 doomed.append(element)
         elif _is_hidden(name, value) and element not in holds_content and not _is_panel(element):
             doomed.append(element)
-    for element in root.iter("header", "footer"):
+    for element in root.iter("header", "footer") if wrappers else ():
         if element not in holds_content and not inside_content(element):
             doomed.append(element)
     _drop_outermost(doomed)
-    for element in list(root.iter("form")):
+    for element in list(root.iter("form")) if wrappers else ():
         if element in holds_content:
             continue
         paragraphs = itertools.islice(element.iter("p"), _MIN_FORM_PARAGRAPHS)

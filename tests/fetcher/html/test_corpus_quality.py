@@ -39,9 +39,9 @@ MAX_BELOW_ORACLE = 11
 WCXB_TYPES = ("article", "collection", "documentation", "forum", "listing", "product", "service")
 # wcxb-dev's ceiling is 0.913 (documentation 0.730: its pages are long). Issue 25 asks for
 # 0.80 / 0.85 on all pages and 0.70 recall on each type; main had 0.711 / 0.788 (check half
-# 0.682 / 0.772). These gates sit just below what the reader reaches: 0.764 / 0.799, check
-# half 0.745 / 0.788 (docs/reader.md).
-WCXB_MIN = {"all": (0.76, 0.79), "check": (0.74, 0.78)}
+# 0.682 / 0.772). These gates sit just below what the reader reaches: 0.764 / 0.804, check
+# half 0.746 / 0.791 (docs/reader.md).
+WCXB_MIN = {"all": (0.76, 0.80), "check": (0.74, 0.79)}
 # Main had 0.834, 0.629, 0.704, 0.820, 0.541, 0.684, 0.767.
 WCXB_MIN_TYPE_RECALL = {
     "article": 0.83,

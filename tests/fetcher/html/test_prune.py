@@ -8,10 +8,10 @@ from lxml.html import HtmlElement, document_fromstring
 from fetcher.html.prune import drop_junk, prune_chrome, trim_to_budget
 
 
-def _pruned(body: str) -> str:
+def _pruned(body: str, *, wrappers: bool = True) -> str:
     root: HtmlElement = document_fromstring(f"<html><body>{body}</body></html>")
     drop_junk(root)
-    prune_chrome(root)
+    prune_chrome(root, wrappers=wrappers)
     return " ".join(root.text_content().split())
 
 
@@ -108,6 +108,32 @@ def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
 def test_guards_keep_content(body: str) -> None:
     visible = " ".join(document_fromstring(body + ARTICLE).text_content().split())
     assert _pruned(body + ARTICLE) == visible
+
+
+# The second reading of a page that pruning emptied: the rules for elements that may wrap the
+# whole page are off, every other rule still runs (docs/reader.md).
+WITHOUT_WRAPPER_RULES = [
+    # (body, what stays, what goes)
+    ("<header><p>Page in a header</p><nav>Menu</nav></header>", "Page in a header", "Menu"),
+    ("<footer><p>Page in a footer</p><aside>Rail</aside></footer>", "Page in a footer", "Rail"),
+    (
+        "<form><p>Page in a form, long enough to outweigh its share box</p>"
+        "<div class='share'>Share</div></form>",
+        "Page in a form",
+        "Share",
+    ),
+    ("<header><p>Words</p><div hidden>Hidden words</div></header>", "Words", "Hidden"),
+]
+
+
+@pytest.mark.parametrize(("body", "stays", "goes"), WITHOUT_WRAPPER_RULES)
+def test_without_the_wrapper_rules_the_rest_of_the_chrome_goes(
+    body: str, stays: str, goes: str
+) -> None:
+    assert stays not in _pruned(body)
+    text = _pruned(body, wrappers=False)
+    assert stays in text
+    assert goes not in text
 
 
 def test_form_wrapping_the_whole_page_is_kept() -> None:
