@@ -16,7 +16,8 @@ its guard wiped whole articles on real pages:
   and byline;
 * a ``form`` goes only when it holds no ``article``/``main`` and fewer than 3 paragraphs
   (ASP.NET pages wrap the whole page in one form);
-* an element whose class or id names boilerplate (cookie, share, related, ads ...) goes only
+* an element whose class or id names boilerplate (cookie, share, related, ads, a forum
+  post's signature, avatar or user card ...) goes only
   when its class/id does not also name content, it holds no ``article``/``main``, and it
   holds at most 30 % of the page's text; words for the page's own chrome (nav, widget,
   footer) count only outside ``article``/``main``. A part of a class or id that mixes
@@ -92,7 +93,8 @@ _BOILERPLATE_WORD = re.compile(
     related | recommended | recommendations? | promos? | promotions? | promoted |
     ads? | advert\w* | adsbygoogle | adslot | adunit | sponsor(?:ed|s)? | dfp |
     breadcrumbs? | sidebar | comments? | commentlist | popups? | modal |
-    taboola | outbrain | disqus | paywall | signup | trending | most(?:read|popular)
+    taboola | outbrain | disqus | paywall | signup | trending | most(?:read|popular) |
+    signatures? | avatars? | usercard
     """,
     re.VERBOSE,
 )
@@ -122,7 +124,7 @@ _BOILERPLATE_HINTS = (
     "cookie", "consent", "gdpr", "newsletter", "subscri", "shar", "social", "related",
     "recommend", "promo", "sponsor", "dfp", "breadcrumb", "sidebar", "comment", "popup",
     "modal", "taboola", "outbrain", "disqus", "paywall", "signup", "trending", "most",
-    "nav", "widget", "footer",
+    "nav", "widget", "footer", "signature", "avatar", "usercard",
 )  # fmt: skip
 
 _MAX_BOILERPLATE_SHARE = 0.3

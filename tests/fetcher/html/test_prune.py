@@ -60,6 +60,11 @@ ARTICLE = "<p>" + "Article words here. " * 20 + "</p>"
         pytest.param('<section class="widget">Popular</section>', id="class-widget"),
         pytest.param('<div class="ad-1 x9">Ad</div>', id="word-beside-a-number"),
         pytest.param('<div class="sc-3f2 share">Share</div>', id="word-beside-a-hash"),
+        # A forum post's signature and its author's card are not the thread (docs/reader.md).
+        pytest.param('<div class="message-signature">My rig</div>', id="class-signature"),
+        pytest.param('<div class="user-signatures">Sig</div>', id="signatures"),
+        pytest.param('<span class="avatar-initials">JD</span>', id="class-avatar"),
+        pytest.param('<div class="usercard">Joined 2019</div>', id="class-usercard"),
     ],
 )
 def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
@@ -84,6 +89,7 @@ def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
             '<div class="related"><article><p>Story</p></article></div>', id="holds-article"
         ),
         pytest.param('<div class="commentary">Opinion</div>', id="commentary-not-comment"),
+        pytest.param('<div class="post-signature">Asked by</div>', id="post-signature-guard"),
         pytest.param('<div class="entry-footer">Tags</div>', id="entry-footer-guard"),
         pytest.param(
             '<article><p>x</p><div class="footer">Notes</div></article>', id="footer-in-article"
