@@ -13,7 +13,9 @@ article text into the first 12,000 characters:
 5. render with inscriptis and the reader CSS profile (:mod:`fetcher.html.render`);
 6. normalise (:mod:`fetcher.html.plaintext`: NBSP to space, zero-width characters and controls
    removed, NFC, trailing blanks stripped, blank runs collapsed) and squeeze layout spaces
-   and paragraph gaps (:func:`fetcher.html.render.squeeze_layout`);
+   and paragraph gaps (:func:`fetcher.html.render.squeeze_layout`); on a page that does not
+   say it is an article (``og:type``), read a repeated passage once
+   (:func:`fetcher.html.render.drop_repeated_passages`);
 7. cut to :data:`PAGE_TEXT_LIMIT` at a line (else word) boundary.
 
 A page that breaks the renderer (very deep nesting) or renders to almost nothing although it
@@ -44,11 +46,17 @@ from lxml.html import (
 
 from fetcher.html.attrcap import cap_attributes
 from fetcher.html.charset import decode_body
-from fetcher.html.content import MainContent, MainContentVerdict, find_main_content, keep_only
+from fetcher.html.content import (
+    MainContent,
+    MainContentVerdict,
+    declares_article,
+    find_main_content,
+    keep_only,
+)
 from fetcher.html.links import MAX_LINKS, are_page_links, page_links
 from fetcher.html.plaintext import collapse, normalize_text, plain_text, strip_tags
 from fetcher.html.prune import drop_junk, element_count, prune_chrome, text_length, trim_to_budget
-from fetcher.html.render import render, squeeze_layout
+from fetcher.html.render import drop_repeated_passages, render, squeeze_layout
 
 if TYPE_CHECKING:
     from fetcher.isolation.workers import Wire
@@ -180,11 +188,12 @@ def cut(text: str, limit: int) -> str:
     return text[:limit].rstrip()
 
 
-def _tidy(text: str) -> str:
-    return squeeze_layout(normalize_text(text))
+def _tidy(text: str, *, once: bool = False) -> str:
+    squeezed = squeeze_layout(normalize_text(text))
+    return drop_repeated_passages(squeezed) if once else squeezed
 
 
-def _tidy_head(text: str, limit: int) -> str:
+def _tidy_head(text: str, limit: int, *, once: bool = False) -> str:
     """Normalise and squeeze enough of a long render to fill ``limit`` characters.
 
     Both steps only remove characters and look at one line at a time (the fence state
@@ -193,11 +202,11 @@ def _tidy_head(text: str, limit: int) -> str:
     """
     size = 2 * limit
     while size < len(text):
-        head = _tidy(text[:size])
+        head = _tidy(text[:size], once=once)
         if len(head) > limit + _HEAD_MARGIN:
             return head
         size *= 2
-    return _tidy(text)
+    return _tidy(text, once=once)
 
 
 def _title(root: HtmlElement) -> str:
@@ -281,6 +290,9 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
             links=(),
         )
     title = _title(root)
+    # An article may repeat itself on purpose (a meal plan per week, a recipe per size):
+    # only the other pages lose their repeated passages.
+    once = not declares_article(root)
     try:
         links = page_links(root, url=url, site=site)
     except Exception:  # a page's links are a bonus: never lose its text over them
@@ -304,7 +316,7 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     ):
         trim_to_budget(root, _RENDER_CHARS, _RENDER_ELEMENTS)
     try:
-        text = _tidy_head(render(root), PAGE_TEXT_LIMIT)
+        text = _tidy_head(render(root), PAGE_TEXT_LIMIT, once=once)
     except Exception:  # inscriptis on hostile trees: RecursionError, and worse
         text = ""
     if _too_little(text, page_chars):
