@@ -17,7 +17,8 @@ its guard wiped whole articles on real pages:
 * a ``form`` goes only when it holds no ``article``/``main`` and fewer than 3 paragraphs
   (ASP.NET pages wrap the whole page in one form);
 * an element whose class or id names boilerplate (cookie, share, related, ads, a forum
-  post's signature, avatar or user card ...) goes only
+  post's signature, avatar or user card: ``user`` followed by info, details, extras ...)
+  goes only
   when its class/id does not also name content, it holds no ``article``/``main``, and it
   holds at most 30 % of the page's text; words for the page's own chrome (nav, widget,
   footer) count only outside ``article``/``main``. A part of a class or id that mixes
@@ -108,6 +109,11 @@ _CONTENT_WORD = re.compile(
     r"column | page | wrap\w* | prose | embed\w*",
     re.VERBOSE,
 )
+# After "user", words that make a forum poster's card (``user-info``, ``messageUserExtras``):
+# join date, post count, rank, badges; the thread is the posts, not their authors' stats.
+_USER_CARD_WORD = re.compile(
+    r"info | details | extras? | stats | card | banner | title | block | profile", re.VERBOSE
+)
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _PARTS = re.compile(r"[^\W_]+")
 # Words naming a tab, an accordion fold or an FAQ answer: hidden until clicked, but the
@@ -124,7 +130,7 @@ _BOILERPLATE_HINTS = (
     "cookie", "consent", "gdpr", "newsletter", "subscri", "shar", "social", "related",
     "recommend", "promo", "sponsor", "dfp", "breadcrumb", "sidebar", "comment", "popup",
     "modal", "taboola", "outbrain", "disqus", "paywall", "signup", "trending", "most",
-    "nav", "widget", "footer", "signature", "avatar", "usercard",
+    "nav", "widget", "footer", "signature", "avatar", "user",
 )  # fmt: skip
 
 _MAX_BOILERPLATE_SHARE = 0.3
@@ -222,12 +228,20 @@ def _name_words(value: str) -> list[str]:
     ]
 
 
+def _names_user_card(words: list[str]) -> bool:
+    """Whether the words name a forum poster's card: "user" then info, details, extras ..."""
+    return any(
+        word == "user" and _USER_CARD_WORD.fullmatch(following)
+        for word, following in itertools.pairwise(words)
+    )
+
+
 def _names_boilerplate(element: HtmlElement, inside_content: _MarkedAbove) -> bool:
     value = f"{element.get('class', '')} {element.get('id', '')}"
     words = _name_words(value)
     if any(_CONTENT_WORD.fullmatch(w) for w in words):
         return False
-    if any(_BOILERPLATE_WORD.fullmatch(w) for w in words):
+    if any(_BOILERPLATE_WORD.fullmatch(w) for w in words) or _names_user_card(words):
         return True
     return any(_PAGE_CHROME_WORD.fullmatch(w) for w in words) and not inside_content(element)
 

@@ -65,6 +65,10 @@ ARTICLE = "<p>" + "Article words here. " * 20 + "</p>"
         pytest.param('<div class="user-signatures">Sig</div>', id="signatures"),
         pytest.param('<span class="avatar-initials">JD</span>', id="class-avatar"),
         pytest.param('<div class="usercard">Joined 2019</div>', id="class-usercard"),
+        pytest.param('<div class="user-info">asked Mar 26</div>', id="class-user-info"),
+        pytest.param('<div class="messageUserInfo">Messages: 3</div>', id="camel-user-info"),
+        pytest.param('<div class="message-userExtras">Joined</div>', id="user-extras"),
+        pytest.param('<h5 class="userTitle">Member</h5>', id="user-title"),
     ],
 )
 def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
@@ -90,6 +94,9 @@ def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
         ),
         pytest.param('<div class="commentary">Opinion</div>', id="commentary-not-comment"),
         pytest.param('<div class="post-signature">Asked by</div>', id="post-signature-guard"),
+        pytest.param('<div class="user-content">Words</div>', id="user-content-guard"),
+        pytest.param('<div class="username">Words</div>', id="username-not-a-card"),
+        pytest.param('<div class="info-user">Words</div>', id="info-before-user"),
         pytest.param('<div class="entry-footer">Tags</div>', id="entry-footer-guard"),
         pytest.param(
             '<article><p>x</p><div class="footer">Notes</div></article>', id="footer-in-article"
