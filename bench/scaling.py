@@ -32,6 +32,7 @@ import httpx
 from mcp_types import jsonrpc_message_adapter
 
 from fetcher.html.extract import read_document
+from fetcher.html.render import drop_repeated_passages
 from fetcher.pdf.text import read_pdf
 from gateway.api.request import parse_chat_request
 from gateway.engine.client import MAX_EVENT_BYTES, EngineClient
@@ -300,6 +301,24 @@ READERS = (
         "HTML: dense tiny elements",
         lambda n: _html("<b>x</b>", n),
         _html_reader,
+        HTML_MAX_BYTES,
+    ),
+    Reader(
+        "HTML: one passage repeated",
+        lambda n: _html("<p>A passage a responsive page renders twice, for phones.</p>" * 4, n),
+        _html_reader,
+        HTML_MAX_BYTES,
+    ),
+    Reader(
+        "reader text: one short line repeated",
+        lambda n: _fill("x\n", n),
+        drop_repeated_passages,
+        HTML_MAX_BYTES,
+    ),
+    Reader(
+        "reader text: two lines repeated in turn",
+        lambda n: _fill("ab\ncd\nab\nef\n", n),
+        drop_repeated_passages,
         HTML_MAX_BYTES,
     ),
     Reader("PDF: pages of text", _pdf, read_pdf, PDF_MAX_BYTES),

@@ -67,7 +67,13 @@ from lxml import etree
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["MainContent", "MainContentVerdict", "find_main_content", "keep_only"]
+__all__ = [
+    "MainContent",
+    "MainContentVerdict",
+    "declares_article",
+    "find_main_content",
+    "keep_only",
+]
 
 # Elements that start a block of text. Everything else (a, span, em, code, img, math ...)
 # is inline and adds its text to the block around it.
@@ -484,7 +490,7 @@ def find_main_content(root: HtmlElement) -> MainContent:
     elif sum(node.paragraph_chars for node in region) < _MIN_COVER * walk.root.paragraph_chars:
         verdict = MainContentVerdict.PARTIAL
     if verdict is MainContentVerdict.MAIN and not _titled_article(root, region):
-        region = _widened(walk, region, _ARTICLE_SCRAP if _declares_article(root) else _SCRAP)
+        region = _widened(walk, region, _ARTICLE_SCRAP if declares_article(root) else _SCRAP)
         if not region:
             verdict = MainContentVerdict.PARTIAL
     if verdict is not MainContentVerdict.MAIN:
@@ -492,7 +498,7 @@ def find_main_content(root: HtmlElement) -> MainContent:
     return MainContent(verdict, tuple(node.element for node in region), walk.work)
 
 
-def _declares_article(root: HtmlElement) -> bool:
+def declares_article(root: HtmlElement) -> bool:
     """Whether the page says it is an article (Open Graph ``og:type``): then a short region
     is a short article, not a scrap."""
     kinds = root.xpath("/html/head/meta[@property='og:type']/@content")
@@ -501,7 +507,7 @@ def _declares_article(root: HtmlElement) -> bool:
 
 def _titled_article(root: HtmlElement, region: tuple[_Node, ...]) -> bool:
     """Whether the page says it is an article and the region holds its ``<h1>``."""
-    if not _declares_article(root):
+    if not declares_article(root):
         return False
     return any(next(node.element.iter("h1"), None) is not None for node in region)
 

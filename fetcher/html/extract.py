@@ -13,12 +13,17 @@ article text into the first 12,000 characters:
 5. render with inscriptis and the reader CSS profile (:mod:`fetcher.html.render`);
 6. normalise (:mod:`fetcher.html.plaintext`: NBSP to space, zero-width characters and controls
    removed, NFC, trailing blanks stripped, blank runs collapsed) and squeeze layout spaces
-   and paragraph gaps (:func:`fetcher.html.render.squeeze_layout`);
+   and paragraph gaps (:func:`fetcher.html.render.squeeze_layout`); on a page that does not
+   say it is an article (``og:type``), read a repeated passage once
+   (:func:`fetcher.html.render.drop_repeated_passages`);
 7. cut to :data:`PAGE_TEXT_LIMIT` at a line (else word) boundary.
 
 A page that breaks the renderer (very deep nesting) or renders to almost nothing although it
-holds text gets a plain-text rendering instead (:func:`fetcher.html.plaintext.plain_text`, of the
-pruned tree, else of the unpruned one), so a page with text never reads as empty.
+holds text gets a plain-text rendering instead (:func:`fetcher.html.plaintext.plain_text` of the
+pruned tree). When that is too little too, pruning took the page (a ``header``, ``footer`` or
+``form`` wrapping all of it): the page is read again, pruned without the rules for those
+wrappers, so its menus and banners still go and its main content is still found; failing
+that, the plain text of the unpruned page. A page with text never reads as empty.
 ``text/plain`` and ``text/markdown`` bodies are decoded the same way and passed through.
 Pure functions: no I/O, no clock, and :func:`read_document` never raises.
 """
@@ -41,11 +46,17 @@ from lxml.html import (
 
 from fetcher.html.attrcap import cap_attributes
 from fetcher.html.charset import decode_body
-from fetcher.html.content import MainContent, MainContentVerdict, find_main_content, keep_only
+from fetcher.html.content import (
+    MainContent,
+    MainContentVerdict,
+    declares_article,
+    find_main_content,
+    keep_only,
+)
 from fetcher.html.links import MAX_LINKS, are_page_links, page_links
 from fetcher.html.plaintext import collapse, normalize_text, plain_text, strip_tags
 from fetcher.html.prune import drop_junk, element_count, prune_chrome, text_length, trim_to_budget
-from fetcher.html.render import render, squeeze_layout
+from fetcher.html.render import drop_repeated_passages, render, squeeze_layout
 
 if TYPE_CHECKING:
     from fetcher.isolation.workers import Wire
@@ -177,11 +188,12 @@ def cut(text: str, limit: int) -> str:
     return text[:limit].rstrip()
 
 
-def _tidy(text: str) -> str:
-    return squeeze_layout(normalize_text(text))
+def _tidy(text: str, *, once: bool = False) -> str:
+    squeezed = squeeze_layout(normalize_text(text))
+    return drop_repeated_passages(squeezed) if once else squeezed
 
 
-def _tidy_head(text: str, limit: int) -> str:
+def _tidy_head(text: str, limit: int, *, once: bool = False) -> str:
     """Normalise and squeeze enough of a long render to fill ``limit`` characters.
 
     Both steps only remove characters and look at one line at a time (the fence state
@@ -190,11 +202,11 @@ def _tidy_head(text: str, limit: int) -> str:
     """
     size = 2 * limit
     while size < len(text):
-        head = _tidy(text[:size])
+        head = _tidy(text[:size], once=once)
         if len(head) > limit + _HEAD_MARGIN:
             return head
         size *= 2
-    return _tidy(text)
+    return _tidy(text, once=once)
 
 
 def _title(root: HtmlElement) -> str:
@@ -237,6 +249,34 @@ def _parse(markup: str) -> HtmlElement | None:
     return root if isinstance(root, HtmlElement) else None
 
 
+def _read_gently(markup: str) -> str:
+    """The text of a page that pruning emptied: pruned without the page-wrapper rules
+    (``header``, ``footer``, ``form`` may hold the whole page), its main content found and
+    rendered; else the plain text of the unpruned page."""
+    root = _parse(markup)
+    if root is None:
+        return ""
+    drop_junk(root)
+    unpruned = plain_text(root)
+    body = root.find("body")
+    page_chars = text_length(body if body is not None else root)
+    prune_chrome(root, wrappers=False)
+    try:
+        main = find_main_content(root)
+    except Exception:  # the detection is an optimisation: never lose the page over it
+        main = MainContent(MainContentVerdict.NO_CONTENT, (), 0)
+    if main.sure:
+        keep_only(root, main.elements)
+        page_chars = sum(text_length(element) for element in main.elements)
+    if page_chars > _RENDER_CHARS or element_count(root) > _RENDER_ELEMENTS:
+        trim_to_budget(root, _RENDER_CHARS, _RENDER_ELEMENTS)
+    try:
+        text = _tidy_head(render(root), PAGE_TEXT_LIMIT)
+    except Exception:  # inscriptis on hostile trees: RecursionError, and worse
+        text = ""
+    return unpruned if _too_little(text, page_chars) else text
+
+
 def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     markup = _XML_DECLARATION.sub("", markup, count=1).replace("\x00", "\ufffd")
     # Before libxml2, whose attribute check is quadratic in one element's attributes.
@@ -250,6 +290,9 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
             links=(),
         )
     title = _title(root)
+    # An article may repeat itself on purpose (a meal plan per week, a recipe per size):
+    # only the other pages lose their repeated passages.
+    once = not declares_article(root)
     try:
         links = page_links(root, url=url, site=site)
     except Exception:  # a page's links are a bonus: never lose its text over them
@@ -273,17 +316,15 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     ):
         trim_to_budget(root, _RENDER_CHARS, _RENDER_ELEMENTS)
     try:
-        text = _tidy_head(render(root), PAGE_TEXT_LIMIT)
+        text = _tidy_head(render(root), PAGE_TEXT_LIMIT, once=once)
     except Exception:  # inscriptis on hostile trees: RecursionError, and worse
         text = ""
     if _too_little(text, page_chars):
         candidate = plain_text(root)
         if _too_little(candidate, page_chars):
-            # Pruning took the text (a page wrapped in a <header>, say): read it unpruned.
-            unpruned = _parse(markup)
-            if unpruned is not None:
-                drop_junk(unpruned)
-                candidate = plain_text(unpruned)
+            # Pruning took the text (a page wrapped in a <header>, say): read it again
+            # without the rules for page wrappers, else unpruned.
+            candidate = _read_gently(markup)
         if len(candidate) > len(text):
             text = candidate
     if not text:

@@ -16,7 +16,9 @@ its guard wiped whole articles on real pages:
   and byline;
 * a ``form`` goes only when it holds no ``article``/``main`` and fewer than 3 paragraphs
   (ASP.NET pages wrap the whole page in one form);
-* an element whose class or id names boilerplate (cookie, share, related, ads ...) goes only
+* an element whose class or id names boilerplate (cookie, share, related, ads, a forum
+  post's signature, avatar or user card: ``user`` followed by info, details, extras ...)
+  goes only
   when its class/id does not also name content, it holds no ``article``/``main``, and it
   holds at most 30 % of the page's text; words for the page's own chrome (nav, widget,
   footer) count only outside ``article``/``main``. A part of a class or id that mixes
@@ -92,7 +94,8 @@ _BOILERPLATE_WORD = re.compile(
     related | recommended | recommendations? | promos? | promotions? | promoted |
     ads? | advert\w* | adsbygoogle | adslot | adunit | sponsor(?:ed|s)? | dfp |
     breadcrumbs? | sidebar | comments? | commentlist | popups? | modal |
-    taboola | outbrain | disqus | paywall | signup | trending | most(?:read|popular)
+    taboola | outbrain | disqus | paywall | signup | trending | most(?:read|popular) |
+    signatures? | avatars? | usercard
     """,
     re.VERBOSE,
 )
@@ -105,6 +108,11 @@ _CONTENT_WORD = re.compile(
     r"article\w* | body | content\w* | main | story | stories | text | post | entry | "
     r"column | page | wrap\w* | prose | embed\w*",
     re.VERBOSE,
+)
+# After "user", words that make a forum poster's card (``user-info``, ``messageUserExtras``):
+# join date, post count, rank, badges; the thread is the posts, not their authors' stats.
+_USER_CARD_WORD = re.compile(
+    r"info | details | extras? | stats | card | banner | title | block | profile", re.VERBOSE
 )
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _PARTS = re.compile(r"[^\W_]+")
@@ -122,7 +130,7 @@ _BOILERPLATE_HINTS = (
     "cookie", "consent", "gdpr", "newsletter", "subscri", "shar", "social", "related",
     "recommend", "promo", "sponsor", "dfp", "breadcrumb", "sidebar", "comment", "popup",
     "modal", "taboola", "outbrain", "disqus", "paywall", "signup", "trending", "most",
-    "nav", "widget", "footer",
+    "nav", "widget", "footer", "signature", "avatar", "user",
 )  # fmt: skip
 
 _MAX_BOILERPLATE_SHARE = 0.3
@@ -220,12 +228,20 @@ def _name_words(value: str) -> list[str]:
     ]
 
 
+def _names_user_card(words: list[str]) -> bool:
+    """Whether the words name a forum poster's card: "user" then info, details, extras ..."""
+    return any(
+        word == "user" and _USER_CARD_WORD.fullmatch(following)
+        for word, following in itertools.pairwise(words)
+    )
+
+
 def _names_boilerplate(element: HtmlElement, inside_content: _MarkedAbove) -> bool:
     value = f"{element.get('class', '')} {element.get('id', '')}"
     words = _name_words(value)
     if any(_CONTENT_WORD.fullmatch(w) for w in words):
         return False
-    if any(_BOILERPLATE_WORD.fullmatch(w) for w in words):
+    if any(_BOILERPLATE_WORD.fullmatch(w) for w in words) or _names_user_card(words):
         return True
     return any(_PAGE_CHROME_WORD.fullmatch(w) for w in words) and not inside_content(element)
 
@@ -328,7 +344,7 @@ def _is_hidden(name: str, value: str) -> bool:
     return _HIDDEN_STYLE.search(value) is not None
 
 
-def prune_chrome(root: HtmlElement) -> None:
+def prune_chrome(root: HtmlElement, *, wrappers: bool = True) -> None:
     """Drop page chrome from a document tree, following the rules of the module docstring.
 
     Call :func:`drop_junk` first. Candidates are collected before anything is removed;
@@ -336,6 +352,9 @@ def prune_chrome(root: HtmlElement) -> None:
 
     Args:
         root: The document root, changed in place.
+        wrappers: Whether the rules for elements that may wrap the whole page run
+            (``header``/``footer`` outside content, forms). Without them the rest of the
+            chrome still goes: the reader's second try on a page that pruning emptied.
     """
     marked = [
         (str(value.attrname), str(value), value.getparent()) for value in root.xpath(_MARKED_XPATH)
@@ -359,11 +378,11 @@ def prune_chrome(root: HtmlElement) -> None:
                 doomed.append(element)
         elif _is_hidden(name, value) and element not in holds_content and not _is_panel(element):
             doomed.append(element)
-    for element in root.iter("header", "footer"):
+    for element in root.iter("header", "footer") if wrappers else ():
         if element not in holds_content and not inside_content(element):
             doomed.append(element)
     _drop_outermost(doomed)
-    for element in list(root.iter("form")):
+    for element in list(root.iter("form")) if wrappers else ():
         if element in holds_content:
             continue
         paragraphs = itertools.islice(element.iter("p"), _MIN_FORM_PARAGRAPHS)

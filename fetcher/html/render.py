@@ -16,7 +16,9 @@ profile here fixes that (see ``shared/notes/extraction.md``, "inscriptis notes")
 
 For speed, inline elements that change nothing in the text (``span``, ``a``, ``em`` ...)
 are unwrapped before rendering and CSS elements copy themselves in straight-line code.
-:func:`squeeze_layout` then removes the layout spaces and paragraph gaps that cost budget.
+:func:`squeeze_layout` then removes the layout spaces and paragraph gaps that cost budget,
+and :func:`drop_repeated_passages` the second copy of a passage a responsive page renders
+twice (the reader applies it to pages that do not call themselves articles).
 
 Raises whatever inscriptis raises (``RecursionError`` on very deep trees); the caller falls back.
 """
@@ -37,7 +39,7 @@ from lxml import etree
 if TYPE_CHECKING:
     from lxml.html import HtmlElement
 
-__all__ = ["render", "squeeze_layout"]
+__all__ = ["drop_repeated_passages", "render", "squeeze_layout"]
 
 _INHERIT: Any = None  # inscriptis reads a false-y whitespace as "inherit from the parent"
 
@@ -331,4 +333,67 @@ def squeeze_layout(text: str) -> str:
             kept.append(_SPACE_RUN.sub("  ", line.lstrip(" ")))
             continue
         kept.append(line)
+    return "\n".join(kept)
+
+
+# A passage read twice: at least this many lines holding at least this many characters.
+_REPEAT_LINES = 3
+_REPEAT_CHARS = 200
+
+
+def drop_repeated_passages(text: str) -> str:
+    """Read a passage that the text repeats, line for line, only once.
+
+    Responsive pages carry a copy of their content for each screen size (a specification
+    table for desktops and again for phones, a product's description in a tab and in a
+    fold), and both copies render: the second spends budget on nothing new. A run of at
+    least :data:`_REPEAT_LINES` lines and :data:`_REPEAT_CHARS` characters that repeats the
+    lines following an earlier occurrence of its first line is dropped. Lines repeated
+    one by one (a "Reply" under each post, the same heading over each section) and
+    passages in fenced code stay: only whole repeated passages go (docs/reader.md).
+
+    Linear: each line is compared against the lines after one earlier occurrence of its
+    own, and a comparison that does not drop its lines stops within the size of a
+    passage; a text of ``n`` characters costs ``O(n)`` comparisons.
+
+    Args:
+        text: Squeezed text (:func:`squeeze_layout`): code fenced, other lines unindented.
+
+    Returns:
+        The text without its repeated passages.
+    """
+    lines = text.split("\n")
+    in_code = [False] * len(lines)
+    inside = False
+    for index, line in enumerate(lines):
+        if line.startswith(_FENCE):
+            inside = not inside
+            in_code[index] = True
+        else:
+            in_code[index] = inside
+    first: dict[str, int] = {}
+    kept: list[str] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        earlier = first.get(line) if line and not in_code[index] else None
+        if earlier is not None:
+            size = chars = 0
+            while (
+                index + size < len(lines)
+                and earlier + size < index
+                and not in_code[index + size]
+                and lines[index + size] == lines[earlier + size]
+            ):
+                chars += len(lines[index + size])
+                size += 1
+                if size > _REPEAT_CHARS and chars < _REPEAT_CHARS:
+                    break  # only blank lines and scraps so far: no passage
+            if size >= _REPEAT_LINES and chars >= _REPEAT_CHARS:
+                index += size
+                continue
+        if line and not in_code[index]:
+            first.setdefault(line, index)
+        kept.append(line)
+        index += 1
     return "\n".join(kept)

@@ -39,23 +39,25 @@ MAX_BELOW_ORACLE = 11
 WCXB_TYPES = ("article", "collection", "documentation", "forum", "listing", "product", "service")
 # wcxb-dev's ceiling is 0.913 (documentation 0.730: its pages are long). Issue 25 asks for
 # 0.80 / 0.85 on all pages and 0.70 recall on each type; main had 0.711 / 0.788 (check half
-# 0.682 / 0.772). These gates sit just below what the reader reaches: 0.764 / 0.799, check
-# half 0.745 / 0.788 (docs/reader.md).
-WCXB_MIN = {"all": (0.76, 0.79), "check": (0.74, 0.78)}
+# 0.682 / 0.772). These gates sit just below what the reader reaches: 0.764 / 0.814, check
+# half 0.745 / 0.802 (docs/reader.md).
+WCXB_MIN = {"all": (0.76, 0.81), "check": (0.74, 0.80)}
 # Main had 0.834, 0.629, 0.704, 0.820, 0.541, 0.684, 0.767.
 WCXB_MIN_TYPE_RECALL = {
     "article": 0.83,
     "collection": 0.73,
     "documentation": 0.70,
-    "forum": 0.82,
+    # 0.822 before repeated passages were read once: a reply quoting a post whole (0544)
+    # reads the quote once; forum precision went 0.774 -> 0.782 for it.
+    "forum": 0.81,
     "listing": 0.74,
     "product": 0.70,
     "service": 0.80,
 }
 # Shares of all wcxb-dev snippets: ``with`` found, ``without`` absent (issue 25: 0.85 each;
-# main had 0.688 and 0.879, the reader has 0.738 and 0.873).
+# main had 0.688 and 0.879, the reader has 0.737 and 0.891).
 WCXB_MIN_WITH = 0.73
-WCXB_MIN_WITHOUT = 0.87
+WCXB_MIN_WITHOUT = 0.88
 
 
 def _read(pages: list[Page]) -> dict[str, str]:

@@ -104,6 +104,38 @@ def test_page_wrapped_in_chrome_is_read_unpruned() -> None:
     assert _read(html).text.startswith(sentence.strip())
 
 
+# A page whose <header> (or <form>, or <footer>) wraps the whole page loses it all to the
+# pruning; the second reading skips those rules only, so the rest of its chrome still goes
+# and its main content is still found (docs/reader.md, "wrapped pages keep their pruning").
+ARTICLE = "<p>" + "The wrapped page holds its article in the header, sentence after sentence. " * 40
+WRAPPED_PAGES = [
+    # (page, what the reading holds, what it leaves out)
+    (f"<body><header>{ARTICLE}</p></header></body>", "The wrapped page holds", None),
+    (
+        "<body><header><div class='menu'><ul>"
+        + "".join(f"<li><a href='/{i}'>Menu entry {i}</a></li>" for i in range(30))
+        + f"</ul></div><div class='text'>{ARTICLE}</p></div></header></body>",
+        "The wrapped page holds",
+        "Menu entry",
+    ),
+    (
+        f"<body><footer><nav><a href='/a'>Site map link</a></nav>{ARTICLE}</p>"
+        "<div class='cookie-consent'>We use cookies to improve the site.</div></footer></body>",
+        "The wrapped page holds",
+        "cookies",
+    ),
+]
+
+
+@pytest.mark.parametrize(("html", "held", "left_out"), WRAPPED_PAGES)
+def test_page_wrapped_in_chrome_keeps_the_rest_of_its_pruning(
+    html: str, held: str, left_out: str | None
+) -> None:
+    text = _read(html).text
+    assert held in text
+    assert left_out is None or left_out not in text
+
+
 def test_main_content_is_read_without_the_rest_of_the_page() -> None:
     teasers = "".join(
         f"<li><a href='/t/{i}'>Another story with a long enough headline, number {i}</a></li>"

@@ -8,10 +8,10 @@ from lxml.html import HtmlElement, document_fromstring
 from fetcher.html.prune import drop_junk, prune_chrome, trim_to_budget
 
 
-def _pruned(body: str) -> str:
+def _pruned(body: str, *, wrappers: bool = True) -> str:
     root: HtmlElement = document_fromstring(f"<html><body>{body}</body></html>")
     drop_junk(root)
-    prune_chrome(root)
+    prune_chrome(root, wrappers=wrappers)
     return " ".join(root.text_content().split())
 
 
@@ -60,6 +60,15 @@ ARTICLE = "<p>" + "Article words here. " * 20 + "</p>"
         pytest.param('<section class="widget">Popular</section>', id="class-widget"),
         pytest.param('<div class="ad-1 x9">Ad</div>', id="word-beside-a-number"),
         pytest.param('<div class="sc-3f2 share">Share</div>', id="word-beside-a-hash"),
+        # A forum post's signature and its author's card are not the thread (docs/reader.md).
+        pytest.param('<div class="message-signature">My rig</div>', id="class-signature"),
+        pytest.param('<div class="user-signatures">Sig</div>', id="signatures"),
+        pytest.param('<span class="avatar-initials">JD</span>', id="class-avatar"),
+        pytest.param('<div class="usercard">Joined 2019</div>', id="class-usercard"),
+        pytest.param('<div class="user-info">asked Mar 26</div>', id="class-user-info"),
+        pytest.param('<div class="messageUserInfo">Messages: 3</div>', id="camel-user-info"),
+        pytest.param('<div class="message-userExtras">Joined</div>', id="user-extras"),
+        pytest.param('<h5 class="userTitle">Member</h5>', id="user-title"),
     ],
 )
 def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
@@ -84,6 +93,10 @@ def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
             '<div class="related"><article><p>Story</p></article></div>', id="holds-article"
         ),
         pytest.param('<div class="commentary">Opinion</div>', id="commentary-not-comment"),
+        pytest.param('<div class="post-signature">Asked by</div>', id="post-signature-guard"),
+        pytest.param('<div class="user-content">Words</div>', id="user-content-guard"),
+        pytest.param('<div class="username">Words</div>', id="username-not-a-card"),
+        pytest.param('<div class="info-user">Words</div>', id="info-before-user"),
         pytest.param('<div class="entry-footer">Tags</div>', id="entry-footer-guard"),
         pytest.param(
             '<article><p>x</p><div class="footer">Notes</div></article>', id="footer-in-article"
@@ -108,6 +121,32 @@ def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
 def test_guards_keep_content(body: str) -> None:
     visible = " ".join(document_fromstring(body + ARTICLE).text_content().split())
     assert _pruned(body + ARTICLE) == visible
+
+
+# The second reading of a page that pruning emptied: the rules for elements that may wrap the
+# whole page are off, every other rule still runs (docs/reader.md).
+WITHOUT_WRAPPER_RULES = [
+    # (body, what stays, what goes)
+    ("<header><p>Page in a header</p><nav>Menu</nav></header>", "Page in a header", "Menu"),
+    ("<footer><p>Page in a footer</p><aside>Rail</aside></footer>", "Page in a footer", "Rail"),
+    (
+        "<form><p>Page in a form, long enough to outweigh its share box</p>"
+        "<div class='share'>Share</div></form>",
+        "Page in a form",
+        "Share",
+    ),
+    ("<header><p>Words</p><div hidden>Hidden words</div></header>", "Words", "Hidden"),
+]
+
+
+@pytest.mark.parametrize(("body", "stays", "goes"), WITHOUT_WRAPPER_RULES)
+def test_without_the_wrapper_rules_the_rest_of_the_chrome_goes(
+    body: str, stays: str, goes: str
+) -> None:
+    assert stays not in _pruned(body)
+    text = _pruned(body, wrappers=False)
+    assert stays in text
+    assert goes not in text
 
 
 def test_form_wrapping_the_whole_page_is_kept() -> None:

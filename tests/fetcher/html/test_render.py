@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fetcher.html.extract import read_document
+from fetcher.html.render import drop_repeated_passages
 
 
 def _text(body: str) -> str:
@@ -142,3 +143,51 @@ def test_ampersands_in_code_and_tails_survive() -> None:
     text = _text("<pre>if a &amp;&amp; b: x = '&amp;lt;'</pre><p><b>x</b> &amp;amp; y</p>")
     assert "if a && b: x = '&lt;'" in text
     assert text.endswith("x &amp; y")
+
+
+# A repeated passage is read once (docs/reader.md): at least 3 lines and 200 characters
+# that repeat, line for line, what follows an earlier occurrence of the first line.
+_LONG = [f"Line {n} of a description that a responsive page renders twice over." for n in range(4)]
+REPEATED_PASSAGES = [
+    # (text, expected)
+    pytest.param("\n".join([*_LONG, "Between", *_LONG]), "\n".join([*_LONG, "Between"]), id="copy"),
+    pytest.param(
+        "\n".join(_LONG + _LONG + ["After"]), "\n".join([*_LONG, "After"]), id="copy-at-once"
+    ),
+    pytest.param(
+        "\n".join([*_LONG, "Between", *_LONG[:2]]),
+        "\n".join([*_LONG, "Between", *_LONG[:2]]),
+        id="two-lines-stay",
+    ),
+    pytest.param("Reply\nFirst post\nReply\nSecond post\nReply", None, id="short-lines-stay"),
+    pytest.param(
+        "\n".join(["A", "B", "C", "D", "A", "B", "C", "D"]), None, id="short-passage-stays"
+    ),
+    pytest.param("\n".join(["```", *_LONG, "```", "```", *_LONG, "```"]), None, id="code-stays"),
+    pytest.param(
+        "\n".join([*_LONG[:2], "x", *_LONG[2:], "y", *_LONG]),
+        "\n".join([*_LONG[:2], "x", *_LONG[2:], "y", *_LONG]),
+        id="lines-repeated-from-two-places-stay",
+    ),
+    pytest.param("", "", id="empty"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), REPEATED_PASSAGES)
+def test_a_repeated_passage_is_read_once(text: str, expected: str | None) -> None:
+    assert drop_repeated_passages(text) == (text if expected is None else expected)
+
+
+def test_a_page_not_calling_itself_an_article_reads_its_copies_once() -> None:
+    # A specification table for desktops and the same again for phones.
+    rows = "".join(
+        f"<tr><td>Property {n}</td><td>A value long enough to count {n}</td></tr>" for n in range(6)
+    )
+    copy = f"<div><h2>Specifications</h2><table>{rows}</table></div>"
+    assert _text(copy + copy).count("Property 3") == 1
+    article = "<head><meta property='og:type' content='article'></head>"
+    page = f"<html>{article}<body>{copy}{copy}</body></html>"
+    text = read_document(
+        page.encode(), content_type="text/html", charset="utf-8", url="https://example.com/"
+    ).text
+    assert text.count("Property 3") == 2
