@@ -320,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "text":
         missing = [str(p) for p in args.files if not p.is_file()]
         if missing:
-            parser.error(f"no such file: {', '.join(missing)}")
+            commands["text"].error(f"no such file: {', '.join(missing)}")
         return _text(args)
     if args.command == "read":
         return asyncio.run(_read(args))

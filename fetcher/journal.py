@@ -22,6 +22,8 @@ with ``stage`` = ``cache``: the page's address, ``cache`` = ``hit`` (kept from a
 read: no hop records follow), ``shared`` (another read's download at the same time) or
 ``miss`` (this read's own download, whose hop records are the ones above it), the
 outcome (``ok`` or ``failed``) and reason, the page's bytes and this read's milliseconds.
+It is logged at info level whatever the page's outcome (``cache miss <address> … not read:
+reason=not_public``): the hop records say what went wrong at their own level.
 
 Under systemd the record goes to the journal through its native protocol, one datagram
 with ``FETCH_*`` fields, so ``journalctl -u fetcher FETCH_OUTCOME=refused`` or
@@ -188,13 +190,31 @@ def cache_record(page: CacheRecord, *, now: float) -> FetchRecord:
     }
 
 
+def _is_cache(record: FetchRecord) -> bool:
+    return record.get("stage") == "cache"
+
+
+def _priority(record: FetchRecord) -> int:
+    """A cache record is news about the cache, not the page: info, whatever the page's
+    outcome, which its hop records (or the earlier read's) already say at their level."""
+    return 6 if _is_cache(record) else PRIORITIES.get(str(record["outcome"]), 5)
+
+
 def summary(record: FetchRecord) -> str:
-    """The record in one human line, the journal's ``MESSAGE``."""
+    """The record in one human line, the journal's ``MESSAGE``.
+
+    A cache record reads ``cache miss <address> …``, with the reason when the page was not
+    read: not ``cache failed``, which would read as a fault of the cache.
+    """
+    if _is_cache(record):
+        parts = ["cache", str(record["cache"]), str(record["url"])]
+        parts += [f"{record['bytes']}B", f"{record['ms']}ms"]
+        if record["reason"] is not None:
+            parts.append(f"not read: reason={record['reason']}")
+        return " ".join(parts)
     parts = [str(record.get("stage") or "fetch"), str(record["outcome"]), str(record["url"])]
     if record.get("reader") is not None:
         parts.append(str(record["reader"]))
-    if record.get("cache") is not None:
-        parts.append(str(record["cache"]))
     if record.get("status") is not None:
         parts.append(str(record["status"]))
     parts += [f"{record['bytes']}B", f"{record['ms']}ms"]
@@ -236,7 +256,8 @@ class TextSink:
 
     def write(self, record: FetchRecord) -> None:
         """Logs the record's line; logging handles its own I/O errors."""
-        level = _LEVELS.get(str(record["outcome"]), logging.WARNING)
+        outcome = str(record["outcome"])
+        level = logging.INFO if _is_cache(record) else _LEVELS.get(outcome, logging.WARNING)
         self._logger.log(level, "%s", text_line(record))
 
 
@@ -260,7 +281,7 @@ def journal_fields(record: FetchRecord, *, identifier: str) -> dict[str, str]:
     """The journal entry's fields: ``MESSAGE``, ``PRIORITY``, identifier and ``FETCH_*``."""
     fields = {
         "MESSAGE": summary(record),
-        "PRIORITY": str(PRIORITIES.get(str(record["outcome"]), 5)),
+        "PRIORITY": str(_priority(record)),
         "SYSLOG_IDENTIFIER": identifier,
     }
     for name, value in record.items():

@@ -76,12 +76,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("serve", help="serve the gateway (what no command does)")
+    serve = commands.add_parser("serve", help="serve the gateway (what no command does)")
+    serve.set_defaults(parser=serve)
     keygen = commands.add_parser(
         "keygen",
         help="make an access key, print it, and optionally add it to a keys or env file",
         description="Make a random access key (256 bits) and print it on stdout.",
     )
+    keygen.set_defaults(parser=keygen)
     where = keygen.add_mutually_exclusive_group()
     where.add_argument(
         "--keys-file",
@@ -105,7 +107,12 @@ def parse(argv: Sequence[str], *, prog: str = "python -m gateway") -> Command:
     Raises:
         SystemExit: 0 after ``--help`` or ``--version``, 2 on a usage error.
     """
-    args = build_parser(prog).parse_args(list(argv))
+    parser = build_parser(prog)
+    args, unknown = parser.parse_known_args(list(argv))
+    if unknown:
+        # Said by the command's own parser, whose usage line shows what it takes.
+        command = getattr(args, "parser", parser)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "keygen":
         return Command("keygen", keys_file=args.keys_file, env_file=args.env_file)
     return Command("serve")

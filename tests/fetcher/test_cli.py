@@ -111,3 +111,10 @@ def test_text_names_a_missing_file(tmp_path: Path) -> None:
     done = run("text", str(tmp_path / "nope.html"))
     assert done.returncode == 2
     assert "nope.html" in done.stderr
+
+
+def test_text_of_a_missing_file_shows_the_text_commands_usage(tmp_path: Path) -> None:
+    done = run("text", str(tmp_path / "nope.html"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: python -m fetcher text ")
+    assert "no such file" in done.stderr

@@ -288,9 +288,12 @@ def test_a_cache_record_reads_as_one_journal_entry() -> None:
         now=0.0,
     )
     fields = journal_fields(record, identifier="fetcher")
-    assert (
-        fields["MESSAGE"] == "cache failed https://origin.test/a shared 0B 12ms reason=http_status"
+    # Not "cache failed": the cache did its work; the page was not read, and its hop
+    # records say so at their own level.
+    assert fields["MESSAGE"] == (
+        "cache shared https://origin.test/a 0B 12ms not read: reason=http_status"
     )
+    assert fields["PRIORITY"] == "6"
     assert (fields["FETCH_STAGE"], fields["FETCH_CACHE"], fields["FETCH_REQUEST_ID"]) == (
         "cache",
         "shared",

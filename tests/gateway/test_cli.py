@@ -47,6 +47,25 @@ def test_a_bad_option_is_a_usage_error() -> None:
     assert "usage" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (("keygen", "--bogus"), "usage: python -m gateway keygen "),
+        (("serve", "--bogus"), "usage: python -m gateway serve "),
+        (("--bogus",), "usage: python -m gateway [-h]"),
+    ],
+)
+def test_a_bad_option_shows_the_usage_of_its_command(
+    args: tuple[str, ...], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.parse(args)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith(usage)
+    assert error.rstrip().endswith("error: unrecognized arguments: --bogus")
+
+
 def test_the_console_script_names_itself() -> None:
     assert cli.program_name("/opt/tigress/venv/bin/tigress-gateway") == "tigress-gateway"
     assert cli.program_name("/src/gateway/__main__.py") == "python -m gateway"

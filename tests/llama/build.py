@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -339,9 +340,29 @@ def build(root: Path | None = None) -> ReadyPaths:
         return paths
 
 
+def try_command(paths: ReadyPaths, port: int | str = 8080) -> str:
+    """The command that serves the built model where `make run`'s gateway looks for an
+    engine (``127.0.0.1:8080``), with the template that describes tools."""
+    argv = [
+        str(paths.server),
+        "--model", str(paths.model),
+        "--alias", "smollm2-tools",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--jinja",
+        "--chat-template-file", str(paths.tool_template),
+        "--ctx-size", "4096",
+        "--n-predict", "256",
+        "--threads", "1",
+    ]  # fmt: skip
+    return shlex.join(argv)
+
+
 def main() -> None:
-    """Builds if needed and prints the cache directory."""
-    print(build().root)
+    """Builds if needed, prints the cache directory, and says how to try it."""
+    paths = build()
+    print(paths.root)
+    _say(f"to try it with make run, serve it on 127.0.0.1:8080: {try_command(paths)}")
 
 
 if __name__ == "__main__":

@@ -10,12 +10,16 @@ the behaviour, and README.md's "Engine notes" says what in the gateway depends o
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.llama.build import ReadyPaths, try_command
 from tests.llama.conftest import CONTEXT, MODEL, MODEL_TOOLS
+from tests.llama.processes import clean_environ, serving
 from tests.llama.wire import SAMPLING, WEB_SEARCH, call_block, post, repeat, stream
 
 #: A question the model answers in words when it may choose.
@@ -282,3 +286,13 @@ def test_timings_ride_on_the_last_chunk_and_the_whole_answer(llama_stock: str) -
     assert streamed.events[-1]["timings"]["predicted_n"] == 5
     answer = post(llama_stock, _body(MODEL, QUESTION, 5)).json()
     assert answer["timings"]["predicted_n"] == answer["usage"]["completion_tokens"] == 5
+
+
+def test_the_command_make_llama_server_prints_serves_the_tool_model(
+    llama_build: ReadyPaths, tmp_path: Path
+) -> None:
+    # What docs/llama-server.md tells a newcomer to run before `make run`.
+    argv = shlex.split(try_command(llama_build, port="{port}"))
+    with serving(argv, health="/health", env=clean_environ(), log=tmp_path / "try.log") as up:
+        models = httpx.get(f"{up.url}/v1/models", timeout=10).json()
+    assert [m["id"] for m in models["data"]] == ["smollm2-tools"]
