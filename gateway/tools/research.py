@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import aclosing
 from typing import Any
 
 from fetcher.client import FetcherClient
@@ -66,21 +65,18 @@ class WebSearch:
         self._client = client
         self._metrics = metrics
 
-    async def run(
+    def run(
         self, arguments: Mapping[str, Any], context: ToolContext
     ) -> AsyncGenerator[ToolItem, None]:
         """Search: one ``searched`` event (unless the arguments could not be searched), then
         the result."""
-        search = web_search(
+        return web_search(
             arguments,
             client=self._client,
             ledger=context.ledger,
             budgets=context.budgets,
             metrics=self._metrics,
         )
-        async with aclosing(search):
-            async for item in search:
-                yield item
 
 
 class FetchPages:
@@ -113,7 +109,7 @@ class FetchPages:
         first = next(self._turn)
         return [*self._fetchers[first:], *self._fetchers[:first]]
 
-    async def run(
+    def run(
         self, arguments: Mapping[str, Any], context: ToolContext
     ) -> AsyncGenerator[ToolItem, None]:
         """Read: one ``read`` event per page as the fetcher finishes it, then the result.
@@ -121,7 +117,7 @@ class FetchPages:
         Closing this generator early (the client went away, the loop's timeout) closes
         the fetcher's stream, which cancels the read on the fetcher's side.
         """
-        reads = fetch_page(
+        return fetch_page(
             arguments,
             fetchers=self._order(),
             ledger=context.ledger,
@@ -131,6 +127,3 @@ class FetchPages:
             deadline=self._deadline,
             scope=context.scope,
         )
-        async with aclosing(reads):
-            async for item in reads:
-                yield item
