@@ -42,6 +42,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, ParamSpec
 
 from fetcher.errors import TaskError
+from fetcher.isolation.control import Worker, Zygote
 from fetcher.isolation.places import Places
 from fetcher.isolation.zygote import (
     MAX_REPLY_BYTES,
@@ -49,9 +50,7 @@ from fetcher.isolation.zygote import (
     BadAnswer,
     Stopped,
     Wire,
-    Worker,
     WorkLimits,
-    Zygote,
     decode_answer,
     stopped_by,
 )
