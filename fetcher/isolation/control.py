@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import array
 import asyncio
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from fetcher.errors import IsolationError
 from fetcher.isolation.zygote import CONTROL_BYTES, WorkLimits
@@ -29,12 +33,37 @@ __all__ = ["Worker", "Zygote"]
 
 @dataclasses.dataclass(eq=False, slots=True)
 class Worker:
-    """A worker forked for one task: its process id, the fetcher's end of its channel
-    (non-blocking) and its exit status once the zygote collected it."""
+    """A worker forked for one task: its process id, a pidfd for it (the zygote's, passed
+    over the control channel), the fetcher's end of its channel (non-blocking) and its
+    exit status once the zygote collected it."""
 
     pid: int
+    pidfd: int
     channel: socket.socket
     ended: asyncio.Future[int]
+
+    def kill(self) -> None:
+        """SIGKILL to this worker, never to another process.
+
+        # Security
+        Rule: the fetcher signals a worker through a pidfd, which names that process
+        alone. Threat: a signal by process id reaching an unrelated process of the
+        fetcher's user that was given the id after the zygote reaped the worker (the
+        zygote reaps first and reports after, so the fetcher cannot know in time).
+        Callers rely on: after :meth:`release` the pidfd is gone and this does nothing
+        (its number may name another descriptor by then). Proof:
+        tests/fetcher/isolation/test_workers.py (``test_a_worker_is_killed_by_its_pidfd``).
+        """
+        if self.pidfd >= 0:
+            with contextlib.suppress(OSError):  # ended already: nothing to kill
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def release(self) -> None:
+        """Closes the fetcher's end of the worker's channel and its pidfd (once)."""
+        self.channel.close()
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
 
 
 class Zygote:
@@ -52,7 +81,7 @@ class Zygote:
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._started: dict[int, asyncio.Future[int]] = {}
+        self._started: dict[int, asyncio.Future[tuple[int, int]]] = {}
         self._ended: dict[int, asyncio.Future[int]] = {}
         self._next = 0
         self._lock = asyncio.Lock()
@@ -98,18 +127,17 @@ class Zygote:
 
     async def _read(self, control: socket.socket) -> None:
         """Takes the zygote's messages; when it is gone, every waiting worker ends."""
-        loop = asyncio.get_running_loop()
         try:
-            while message := await loop.sock_recv(control, CONTROL_BYTES):
-                reply = json.loads(message)
-                waiting = self._started if "pid" in reply else self._ended
-                future = waiting.pop(reply["id"], None)
-                if future is not None and not future.done():
-                    future.set_result(reply["pid"] if "pid" in reply else reply["status"])
-        except (OSError, ValueError, KeyError):  # pragma: no cover - a zygote gone wrong
+            while True:
+                message, fds = await _receive_with_fds(control)
+                if not message:
+                    break
+                self._take(json.loads(message), fds)
+        except (OSError, ValueError, KeyError, TypeError):  # pragma: no cover - a zygote gone bad
             pass
         finally:
-            for future in (*self._started.values(), *self._ended.values()):
+            waiting: list[asyncio.Future[Any]] = [*self._started.values(), *self._ended.values()]
+            for future in waiting:
                 if not future.done():
                     future.set_exception(IsolationError("the worker zygote has gone"))
                     # Whoever awaits it gets the error; a spare's end that nobody awaits
@@ -117,6 +145,20 @@ class Zygote:
                     future.exception()
             self._started.clear()
             self._ended.clear()
+
+    def _take(self, reply: dict[str, int], fds: list[int]) -> None:
+        """One message of the zygote's: a worker forked (its pid and pidfd) or ended."""
+        if "pid" in reply and len(fds) == 1:
+            started = self._started.pop(reply["id"], None)
+            if started is not None and not started.done():
+                started.set_result((reply["pid"], fds[0]))
+                return
+        else:
+            ended = self._ended.pop(reply["id"], None)
+            if ended is not None and not ended.done():
+                ended.set_result(reply["status"])
+        for fd in fds:  # a pidfd nobody waits for any more
+            os.close(fd)
 
     async def fork(self, limits: WorkLimits) -> Worker:
         """A new worker under ``limits``, confined before it reads its task.
@@ -131,7 +173,7 @@ class Zygote:
                 control = self._start()
             ident = self._next
             self._next += 1
-            started: asyncio.Future[int] = loop.create_future()
+            started: asyncio.Future[tuple[int, int]] = loop.create_future()
             ended: asyncio.Future[int] = loop.create_future()
             self._started[ident] = started
             self._ended[ident] = ended
@@ -147,12 +189,14 @@ class Zygote:
             finally:
                 theirs.close()
         try:
-            pid = await started
+            pid, pidfd = await started
         except BaseException:
             ours.close()
+            if started.done() and not started.cancelled() and started.exception() is None:
+                os.close(started.result()[1])  # forked as the caller gave up
             raise
         ours.setblocking(False)
-        return Worker(pid, ours, ended)
+        return Worker(pid, pidfd, ours, ended)
 
     async def aclose(self) -> None:
         """Stops the zygote (its workers are killed with it) and waits for its end."""
@@ -187,3 +231,19 @@ async def _send_with_fd(control: socket.socket, message: bytes, fd: int) -> None
                 await writable
             finally:
                 loop.remove_writer(control)
+
+
+async def _receive_with_fds(control: socket.socket) -> tuple[bytes, list[int]]:
+    """One control message and the descriptors it carries, waiting until one comes."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            message, fds, _flags, _address = socket.recv_fds(control, CONTROL_BYTES, 1)
+            return message, fds
+        except BlockingIOError:
+            readable = loop.create_future()
+            loop.add_reader(control, readable.set_result, None)
+            try:
+                await readable
+            finally:
+                loop.remove_reader(control)

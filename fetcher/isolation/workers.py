@@ -34,9 +34,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import os
 import pickle
-import signal
 import socket
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, ParamSpec
@@ -251,7 +249,7 @@ class WorkerPool:
     def _retire_later(self, worker: Worker) -> None:
         """Kills a worker now; its channel and status are let go in the background."""
         self._all.discard(worker)
-        _kill(worker)
+        worker.kill()
         self._in_background(self._retire(worker))
 
     async def _start(self) -> Worker:
@@ -276,11 +274,11 @@ class WorkerPool:
     async def _retire(self, worker: Worker) -> None:
         """Kills a worker (if it still runs) and lets its channel and status go."""
         self._all.discard(worker)
-        _kill(worker)
-        worker.channel.close()
+        worker.kill()
         # The zygote reaps the process; its status only needs collecting.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.shield(worker.ended), 5.0)
+        worker.release()
 
     async def aclose(self) -> None:
         """Stops every worker now and waits for the zygote's end to be collected."""
@@ -296,16 +294,8 @@ class WorkerPool:
         spares, self._spares = self._spares, []
         workers, self._all = list(self._all), set()
         for worker in workers:
-            _kill(worker)
-        # A running task's own coroutine closes its channel when it sees the end.
+            worker.kill()
+        # A running task's own coroutine lets its worker go when it sees the end.
         for worker in spares:
-            worker.channel.close()
+            worker.release()
         self._zygote.close()
-
-
-def _kill(worker: Worker) -> None:
-    """SIGKILL to a worker whose end the zygote has not reported (so its pid is not reused:
-    the zygote reaps it only after the kill, and reports it after the reap)."""
-    if not worker.ended.done():
-        with contextlib.suppress(OSError):
-            os.kill(worker.pid, signal.SIGKILL)

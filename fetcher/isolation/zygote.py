@@ -9,7 +9,7 @@ subverted never sees another page::
 
     fetcher ══control (inherited socketpair)══▶ zygote ──fork──▶ worker (fd 3: its channel)
        │  one message per worker: its limits + its channel's far end (SCM_RIGHTS)
-       │◀═ {"id", "pid"} when forked, {"id", "status"} when it ended ═╝
+       │◀═ {"id", "pid"} and its pidfd when forked, {"id", "status"} when it ended ═╝
        └──────────── task frame (pickle, ours) ──▶ worker: limits, seccomp, task
        ◀─────────── answer frame (JSON, capped, checked) ──┘
 
@@ -400,7 +400,10 @@ def _fork_workers(
                 pidfd = os.pidfd_open(pid)
                 workers[pidfd] = (request["id"], pid)
                 selector.register(pidfd, selectors.EVENT_READ, pid)
-                control.sendall(json.dumps({"id": request["id"], "pid": pid}).encode())
+                # The pidfd goes to the fetcher too: it kills this worker by it, never by
+                # a pid that may name another process once this one is reaped.
+                reply = json.dumps({"id": request["id"], "pid": pid}).encode()
+                socket.send_fds(control, [reply], [pidfd])
             else:
                 pidfd = key.fd
                 selector.unregister(pidfd)

@@ -190,6 +190,32 @@ async def test_a_worker_that_crashes_costs_only_its_task(pool: WorkerPool) -> No
     assert pool.stopped["crashed"] == 1
 
 
+def pid_of_pidfd(pidfd: int) -> int:
+    """The process a pidfd names, as the kernel says (``Pid: -1`` once it is reaped)."""
+    fields = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/self/fdinfo/{pidfd}").read_text().splitlines()
+    )
+    return int(fields["Pid"])
+
+
+async def test_a_worker_is_killed_by_its_pidfd(pool: WorkerPool) -> None:
+    """No signal by process id: the pid of a reaped worker may be another process's."""
+    await pool.run(tasks.pid)  # a spare is forked ahead
+    for _ in range(500):
+        if pool._spares:
+            break
+        await asyncio.sleep(0.01)
+    (spare,) = pool._spares
+    assert pid_of_pidfd(spare.pidfd) == spare.pid
+    spare.kill()
+    assert await asyncio.wait_for(asyncio.shield(spare.ended), 5) == -9
+    assert pid_of_pidfd(spare.pidfd) == -1  # reaped: the pidfd names no process now
+    pool._spares.remove(spare)
+    spare.release()
+    assert spare.pidfd == -1
+    spare.kill()  # released: nothing, whatever the old number names now
+
+
 async def test_no_worker_sees_a_second_task(pool: WorkerPool) -> None:
     """A worker that one page subverted never renders another: one process per task."""
     pids = [await pool.run(tasks.pid) for _ in range(4)]
