@@ -182,7 +182,8 @@ def worker_filter(pid: int) -> Any:
     processes or a process without limits. Callers rely on: once loaded (it cannot be
     unloaded; children would inherit it, but ``fork`` is refused), nothing the worker runs
     can do more. Proof: tests/fetcher/isolation/test_subverted_worker.py (each refused call from a
-    real worker of each pool) and tests/fetcher/isolation/test_zygote.py (the rules, both sides).
+    real worker of each pool; tests/deploy/test_systemd.py runs the same inside the fetcher
+    unit) and tests/fetcher/isolation/test_zygote.py (the rules, both sides).
     """
     return with_self(base_filter(), pid)
 
