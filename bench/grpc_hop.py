@@ -40,7 +40,7 @@ from prometheus_client import CollectorRegistry
 
 from bench.support import load_ca, save_ca, spawn, stop, wait_for_signal
 from fetcher.client import FetcherClient
-from fetcher.crawl import WORKER_PRELOAD, Crawler
+from fetcher.crawl import WORKER_PRELOAD, WORKER_WARM_UP, Crawler
 from fetcher.isolation.workers import Wire, WorkerPool
 from fetcher.metrics import Metrics
 from fetcher.net.download import Downloader
@@ -87,7 +87,7 @@ async def _serve_fetcher(folder: Path, port: int) -> None:
             listen=(parse_listen(f"unix:{folder / 'f.sock'}"),),
             max_concurrent_reads=max(CONCURRENCIES) * 2,
         )
-        pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+        pool = WorkerPool(workers=2, preload=WORKER_PRELOAD, warm_up=WORKER_WARM_UP)
         server = FetcherServer(
             settings,
             reader=Crawler(downloader=downloader, pool=pool),
@@ -216,7 +216,7 @@ async def run(rounds: int = ROUNDS, concurrencies: tuple[int, ...] = CONCURRENCI
     fetcher, _ready = await _spawn("fetcher", str(folder), port_text)
     urls = [f"https://origin.test:{port}/p{i % PAGES}" for i in range(READS_PER_ROUND)]
     results = []
-    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD, warm_up=WORKER_WARM_UP)
     processes = _Processes(origin.pid, fetcher.pid, (pool,))
     try:
         async with (

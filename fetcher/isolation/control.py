@@ -73,11 +73,14 @@ class Zygote:
     built before the loop runs starts nothing; :meth:`close` kills it and its workers.
     """
 
-    def __init__(self, preload: Sequence[str]) -> None:
+    def __init__(self, preload: Sequence[str], warm_up: str | None = None) -> None:
         """Args:
         preload: Modules the zygote imports once, before it forks any worker.
+        warm_up: ``module:function`` that a worker forked ahead (``fork(warm=True)``)
+            runs once confined, before it reads its task; None for none.
         """
         self.preload = tuple(preload)
+        self.warm_up = warm_up
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -103,6 +106,7 @@ class Zygote:
                     "fetcher.isolation.zygote",
                     str(theirs.fileno()),
                     json.dumps(sys.path),
+                    self.warm_up or "",
                     *self.preload,
                 ],
                 pass_fds=(theirs.fileno(),),
@@ -160,8 +164,9 @@ class Zygote:
         for fd in fds:  # a pidfd nobody waits for any more
             os.close(fd)
 
-    async def fork(self, limits: WorkLimits) -> Worker:
-        """A new worker under ``limits``, confined before it reads its task.
+    async def fork(self, limits: WorkLimits, *, warm: bool = False) -> Worker:
+        """A new worker under ``limits``, confined before it reads its task; ``warm``: it
+        runs the zygote's warm-up first (a worker forked ahead of its task).
 
         Raises:
             IsolationError: The zygote could not be started or has gone.
@@ -179,7 +184,8 @@ class Zygote:
             self._ended[ident] = ended
             ours, theirs = socket.socketpair()
             try:
-                message = json.dumps({"id": ident, "limits": dataclasses.asdict(limits)})
+                request = {"id": ident, "limits": dataclasses.asdict(limits), "warm": warm}
+                message = json.dumps(request)
                 await _send_with_fd(control, message.encode(), theirs.fileno())
             except OSError as exc:
                 ours.close()

@@ -85,6 +85,7 @@ class WorkerPool:
         workers: int = 2,
         limits: WorkLimits | None = None,
         preload: Sequence[str] = (),
+        warm_up: str | None = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         """Prepares the pool (its zygote and the workers start on first use).
@@ -93,12 +94,14 @@ class WorkerPool:
             workers: Tasks that run at once (processes).
             limits: Each task's limits.
             preload: Modules the zygote imports once, so workers start ready.
+            warm_up: ``module:function`` each worker forked ahead runs once confined,
+                before its task (constant work of ours: its first-page costs taken early).
             max_reply_bytes: The largest answer a worker may send.
         """
         self.limits = limits if limits is not None else WorkLimits()
         self.workers = workers
         self.max_reply_bytes = max_reply_bytes
-        self._zygote = Zygote(preload)
+        self._zygote = Zygote(preload, warm_up)
         self._places = Places(workers)
         #: Workers forked ahead, that have seen no task.
         self._spares: list[Worker] = []
@@ -233,7 +236,7 @@ class WorkerPool:
 
     async def _start_spare(self) -> None:
         try:
-            worker = await self._start()
+            worker = await self._start(warm=True)
         finally:
             self._starting_spares -= 1
         if self._closed:
@@ -252,9 +255,9 @@ class WorkerPool:
         worker.kill()
         self._in_background(self._retire(worker))
 
-    async def _start(self) -> Worker:
+    async def _start(self, *, warm: bool = False) -> Worker:
         # The first fork also starts the zygote (and its preload imports).
-        worker = await self._zygote.fork(self.limits)
+        worker = await self._zygote.fork(self.limits, warm=warm)
         self._all.add(worker)
         return worker
 
