@@ -13,11 +13,17 @@ subverted never sees another page::
        └──────────── task frame (pickle, ours) ──▶ worker: limits, seccomp, task
        ◀─────────── answer frame (JSON, capped, checked) ──┘
 
-Where a fresh worker's time goes (bench/worker_start.py, measured on the 2-core machine):
-a new interpreter costs about 40 ms, the HTML reader's imports about 400 ms and PDFium's
-about 80 ms, the reader's first page another 65 ms (the Public Suffix List); a fork of the
-warmed zygote costs about 3 ms of CPU, its confinement about 1.5 ms. So a worker is forked,
-never started, and the zygote renders one page before it forks anything.
+Where a fresh worker's time goes (bench/worker_start.py and bench/grpc_hop.py, measured on
+the 2-core machine): a new interpreter costs about 40 ms, the HTML reader's imports about
+400 ms and PDFium's about 80 ms, the reader's first page another 65 ms (the Public Suffix
+List); a fork and exit of the warmed render zygote about 2 ms of CPU (its page tables: the
+zygote holds 13 MiB of anonymous memory, so it imports nothing a worker does not need:
+the fetcher's end is ``fetcher.isolation.control``), the worker's confinement 0.2 to 0.3
+ms (the filter built once in the zygote), and its first page about 2 ms more than a later
+one would (some 700 pages of the zygote's heap copied on write). So a worker is forked,
+never started, the zygote renders one page before it forks anything, and a worker forked
+ahead of its task renders a small page of ours once confined (``warm_up``), taking those
+copies before a read waits for it.
 
 **The control channel is no socket a worker can find.** It is an unnamed socketpair the
 zygote inherits at start; a worker closes it (and every descriptor but its channel) before
