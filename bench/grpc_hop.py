@@ -21,6 +21,10 @@ Run: ``.venv/bin/python -m bench.grpc_hop``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import os
+import resource
 import shutil
 import ssl
 import statistics
@@ -36,7 +40,7 @@ from prometheus_client import CollectorRegistry
 
 from bench.support import load_ca, save_ca, spawn, stop, wait_for_signal
 from fetcher.client import FetcherClient
-from fetcher.crawl import WORKER_PRELOAD, Crawler
+from fetcher.crawl import WORKER_PRELOAD, WORKER_WARM_UP, Crawler
 from fetcher.isolation.workers import Wire, WorkerPool
 from fetcher.metrics import Metrics
 from fetcher.net.download import Downloader
@@ -83,7 +87,7 @@ async def _serve_fetcher(folder: Path, port: int) -> None:
             listen=(parse_listen(f"unix:{folder / 'f.sock'}"),),
             max_concurrent_reads=max(CONCURRENCIES) * 2,
         )
-        pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+        pool = WorkerPool(workers=2, preload=WORKER_PRELOAD, warm_up=WORKER_WARM_UP)
         server = FetcherServer(
             settings,
             reader=Crawler(downloader=downloader, pool=pool),
@@ -104,27 +108,107 @@ class _Inline(WorkerPool):
         return function(*args, **kwargs)
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds of process ``pid`` itself and of its children it has reaped."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0, 0.0
+    utime, stime, cutime, cstime = (int(field) / _TICK for field in fields[11:15])
+    return utime + stime, cutime + cstime
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Processes:
+    """The processes whose CPU time a round counts: the origin, the fetcher service and
+    its zygote, the bench's own zygote (the in-process way's workers)."""
+
+    origin: int
+    fetcher: int
+    pools: tuple[WorkerPool, ...]
+
+    def zygote_of_fetcher(self) -> int | None:
+        zygotes = _children(self.fetcher)
+        return zygotes[0] if zygotes else None
+
+    def sample(self) -> dict[str, float]:
+        """Cumulative CPU seconds by role (workers are reaped by their zygote, so their
+        time is the zygote's children's)."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = {"client (bench)": usage.ru_utime + usage.ru_stime}
+        cpu["origin"] = _proc_cpu(self.origin)[0]
+        cpu["fetcher main"] = _proc_cpu(self.fetcher)[0]
+        zygote, workers = 0.0, 0.0
+        pids = [self.zygote_of_fetcher(), *(pool.zygote_pid for pool in self.pools)]
+        for pid in pids:
+            if pid is not None:
+                own, reaped = _proc_cpu(pid)
+                zygote, workers = zygote + own, workers + reaped
+        cpu["zygote"] = zygote
+        cpu["workers"] = workers
+        return cpu
+
+
 async def _timed(
-    read: Callable[[str], Awaitable[None]], urls: list[str], concurrency: int
+    read: Callable[[str], Awaitable[None]],
+    urls: list[str],
+    concurrency: int,
+    processes: _Processes | None = None,
+    cpu: dict[str, float] | None = None,
 ) -> float:
+    """Wall seconds to read ``urls`` at ``concurrency``; adds CPU seconds by role to ``cpu``."""
     queue = list(urls)
 
     async def worker() -> None:
         while queue:
             await read(queue.pop())
 
+    before = processes.sample() if processes is not None else {}
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    if processes is not None and cpu is not None:
+        await asyncio.sleep(0.05)  # the last workers reaped
+        for role, seconds in processes.sample().items():
+            cpu[role] = cpu.get(role, 0.0) + seconds - before[role]
+    return elapsed
 
 
 async def _spawn(*args: str) -> tuple[asyncio.subprocess.Process, str]:
     return await spawn("bench.grpc_hop", *args)
 
 
-async def run() -> list[tuple[int, float, float, float]]:
-    """Measures the three ways; returns (concurrency, service seconds, in-process seconds,
-    in-process without a worker seconds) rows."""
+WAYS = ("service", "in-process", "no worker")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Row:
+    """One concurrency's measurements, each way's.
+
+    Attributes:
+        concurrency: Reads at once.
+        seconds: Median wall seconds of a round, by way.
+        cpu_ms: CPU milliseconds per read, by way and then by process role.
+    """
+
+    concurrency: int
+    seconds: dict[str, float]
+    cpu_ms: dict[str, dict[str, float]]
+
+
+async def run(rounds: int = ROUNDS, concurrencies: tuple[int, ...] = CONCURRENCIES) -> list[Row]:
+    """Measures the three ways, rounds alternating, at each concurrency."""
     folder = Path(tempfile.mkdtemp(prefix="tgb", dir="/tmp"))
     save_ca(folder)
     origin, port_text = await _spawn("origin", str(folder))
@@ -132,7 +216,8 @@ async def run() -> list[tuple[int, float, float, float]]:
     fetcher, _ready = await _spawn("fetcher", str(folder), port_text)
     urls = [f"https://origin.test:{port}/p{i % PAGES}" for i in range(READS_PER_ROUND)]
     results = []
-    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD, warm_up=WORKER_WARM_UP)
+    processes = _Processes(origin.pid, fetcher.pid, (pool,))
     try:
         async with (
             _downloader(folder, port) as downloader,
@@ -159,21 +244,26 @@ async def run() -> list[tuple[int, float, float, float]]:
                 )
                 assert report.pages, report
 
-            for concurrency in CONCURRENCIES:
-                await _timed(service, urls[:40], concurrency)  # warm pools and the channel
-                await _timed(in_process, urls[:40], concurrency)
-                await _timed(inline, urls[:40], concurrency)
-                hop_times, direct_times, inline_times = [], [], []
-                for _ in range(ROUNDS):
-                    hop_times.append(await _timed(service, urls, concurrency))
-                    direct_times.append(await _timed(in_process, urls, concurrency))
-                    inline_times.append(await _timed(inline, urls, concurrency))
+            ways = dict(zip(WAYS, (service, in_process, inline), strict=True))
+            for concurrency in concurrencies:
+                for read in ways.values():  # warm pools and the channel
+                    await _timed(read, urls[:40], concurrency)
+                times: dict[str, list[float]] = {way: [] for way in WAYS}
+                cpu: dict[str, dict[str, float]] = {way: {} for way in WAYS}
+                for _ in range(rounds):
+                    for way, read in ways.items():
+                        times[way].append(
+                            await _timed(read, urls, concurrency, processes, cpu[way])
+                        )
+                reads = rounds * READS_PER_ROUND
                 results.append(
-                    (
+                    Row(
                         concurrency,
-                        statistics.median(hop_times),
-                        statistics.median(direct_times),
-                        statistics.median(inline_times),
+                        {way: statistics.median(times[way]) for way in WAYS},
+                        {
+                            way: {role: s * 1000 / reads for role, s in cpu[way].items()}
+                            for way in WAYS
+                        },
                     )
                 )
     finally:
@@ -184,6 +274,38 @@ async def run() -> list[tuple[int, float, float, float]]:
     return results
 
 
+def report(results: list[Row], rounds: int = ROUNDS) -> None:
+    """Prints the tables: wall clock and ratios, then CPU per read by process."""
+    print(
+        f"gRPC hop: {READS_PER_ROUND} one-page reads a round "
+        f"({len(PAGE)} bytes of HTML each), median of {rounds} rounds"
+    )
+    print(
+        "| concurrency | service (s) | reads/s | in-process (s) | ratio service/in-process "
+        "| in-process, no worker (s) | reads/s | ratio service/no worker |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for row in results:
+        hop, direct, inline = (row.seconds[way] for way in WAYS)
+        print(
+            f"| {row.concurrency} | {hop:.3f} | {READS_PER_ROUND / hop:.0f} | {direct:.3f} "
+            f"| {hop / direct:.2f} | {inline:.3f} | {READS_PER_ROUND / inline:.0f} "
+            f"| {hop / inline:.2f} |"
+        )
+    roles = list(results[0].cpu_ms[WAYS[0]]) if results else []
+    print("\nCPU ms per read, by process (all rounds; workers: reaped by their zygote)")
+    print(
+        f"| concurrency | way | {' | '.join(roles)} | total | reads/s the CPU allows on 2 cores |"
+    )
+    print(f"|---|---|{'---|' * len(roles)}---|---|")
+    for row in results:
+        for way in WAYS:
+            cpu = row.cpu_ms[way]
+            total = sum(cpu.values())
+            cells = " | ".join(f"{cpu.get(role, 0.0):.2f}" for role in roles)
+            print(f"| {row.concurrency} | {way} | {cells} | {total:.2f} | {2000 / total:.0f} |")
+
+
 def main() -> None:
     """Run the benchmark and print the table (or serve one side of it, when asked to)."""
     if sys.argv[1:2] == ["origin"]:
@@ -192,22 +314,7 @@ def main() -> None:
     if sys.argv[1:2] == ["fetcher"]:
         asyncio.run(_serve_fetcher(Path(sys.argv[2]), int(sys.argv[3])))
         return
-    results = asyncio.run(run())
-    print(
-        f"gRPC hop: {READS_PER_ROUND} one-page reads a round "
-        f"({len(PAGE)} bytes of HTML each), median of {ROUNDS} rounds"
-    )
-    print(
-        "| concurrency | service (s) | reads/s | in-process (s) | ratio service/in-process "
-        "| in-process, no worker (s) | reads/s | ratio service/no worker |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for concurrency, hop, direct, inline in results:
-        print(
-            f"| {concurrency} | {hop:.3f} | {READS_PER_ROUND / hop:.0f} | {direct:.3f} "
-            f"| {hop / direct:.2f} | {inline:.3f} | {READS_PER_ROUND / inline:.0f} "
-            f"| {hop / inline:.2f} |"
-        )
+    report(asyncio.run(run()))
 
 
 if __name__ == "__main__":

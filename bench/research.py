@@ -57,7 +57,7 @@ from bench.support import (
     wait_for_signal,
 )
 from fetcher.client import FetcherClient, PageRead
-from fetcher.crawl import WORKER_PRELOAD, Crawler
+from fetcher.crawl import WORKER_PRELOAD, WORKER_WARM_UP, Crawler
 from fetcher.isolation.workers import WorkerPool
 from fetcher.metrics import Metrics
 from fetcher.net.download import Downloader
@@ -189,7 +189,7 @@ async def _serve_fetcher(folder: Path, site_port: int, socket: str, cache_bytes:
     load_ca(folder).configure_trust(context)
     # The explicit benchmark policy: the loopback site's address and port, nothing else.
     policy = Policy(ports=frozenset({site_port}), exempt=(ip_network("127.0.0.1/32"),))
-    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD, warm_up=WORKER_WARM_UP)
     try:
         async with Downloader(
             policy=policy,

@@ -18,7 +18,7 @@ from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
-from fetcher.crawl import WORKER_PRELOAD, Crawler
+from fetcher.crawl import WORKER_PRELOAD, WORKER_WARM_UP, Crawler
 from fetcher.errors import HopError
 from fetcher.html.extract import PAGE_TEXT_LIMIT, Document, cut, read_document
 from fetcher.isolation.workers import WorkerPool
@@ -284,7 +284,7 @@ def _text(args: argparse.Namespace) -> int:
 
 
 async def _read(args: argparse.Namespace) -> int:
-    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD)
+    pool = WorkerPool(workers=2, preload=WORKER_PRELOAD, warm_up=WORKER_WARM_UP)
     pdfs = PdfReader()
     try:
         async with Downloader() as downloader:

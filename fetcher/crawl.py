@@ -81,6 +81,8 @@ DEFAULT_DEADLINE = 30.0
 DEFAULT_CONCURRENCY = 4
 #: Modules the render workers need, imported once by their zygote.
 WORKER_PRELOAD = ("fetcher.prewarm",)
+#: What a render worker forked ahead of its task runs once confined: a small page of ours.
+WORKER_WARM_UP = "fetcher.prewarm:warm"
 
 PageEvent = PageRead | PageFailed
 OnPage = Callable[[PageEvent], None]

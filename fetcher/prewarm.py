@@ -13,15 +13,25 @@ import gc
 
 from fetcher.worktasks import Page, read_page
 
-read_page(
-    Page(
-        b"<title>warm</title><main><p>warm <a href='/a'>a</a></p></main>",
-        "text/html",
-        None,
-        "https://example.com/",
-        "example.com",
-    )
+__all__ = ["warm"]
+
+_WARM = Page(
+    b"<title>warm</title><main><p>warm <a href='/a'>a</a></p></main>",
+    "text/html",
+    None,
+    "https://example.com/",
+    "example.com",
 )
+
+
+def warm() -> None:
+    """Renders one small page of ours: in the zygote at import, and in each render worker
+    forked ahead of its task, once confined (``fetcher.crawl.WORKER_WARM_UP``), so that
+    its copy-on-write faults come before a read waits for it."""
+    read_page(_WARM)
+
+
+warm()
 
 # Move everything loaded so far out of the collector's reach: a forked worker's collections
 # would otherwise walk (and so copy) the forkserver's whole heap, page by page.

@@ -40,7 +40,7 @@ import prometheus_client
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry
 
-from fetcher.crawl import WORKER_PRELOAD, Crawler
+from fetcher.crawl import WORKER_PRELOAD, WORKER_WARM_UP, Crawler
 from fetcher.errors import ConfigError
 from fetcher.isolation.workers import WorkerPool
 from fetcher.journal import FetchLog, choose_sink
@@ -325,7 +325,10 @@ async def serve(settings: Settings, *, environ: Mapping[str, str]) -> int:
     metrics = Metrics(CollectorRegistry(auto_describe=True))
     fetch_log = FetchLog(choose_sink(settings.log_sink, environ=environ))
     pool = WorkerPool(
-        workers=settings.render_workers, limits=settings.page_limits, preload=WORKER_PRELOAD
+        workers=settings.render_workers,
+        limits=settings.page_limits,
+        preload=WORKER_PRELOAD,
+        warm_up=WORKER_WARM_UP,
     )
     metrics.watch_pool(pool)
     pdfs = PdfReader(workers=settings.pdf_workers, limits=settings.pdf_limits)

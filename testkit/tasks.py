@@ -101,3 +101,18 @@ def pdf_peak_kib(data: bytes, char_limit: int | None) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
+
+
+#: Set by :func:`warm` in a worker that ran the pool's warm-up (a spare), before its task.
+WARMED = False
+
+
+def warm() -> None:
+    """A pool's warm-up, run in each spare once confined."""
+    global WARMED  # noqa: PLW0603 - the worker's own state, read by warmed()
+    WARMED = True
+
+
+def warmed() -> Wire:
+    """Whether this worker ran the warm-up before its task."""
+    return WARMED

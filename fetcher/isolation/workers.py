@@ -34,14 +34,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import os
 import pickle
-import signal
 import socket
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, ParamSpec
 
 from fetcher.errors import TaskError
+from fetcher.isolation.control import Worker, Zygote
 from fetcher.isolation.places import Places
 from fetcher.isolation.zygote import (
     MAX_REPLY_BYTES,
@@ -49,9 +48,7 @@ from fetcher.isolation.zygote import (
     BadAnswer,
     Stopped,
     Wire,
-    Worker,
     WorkLimits,
-    Zygote,
     decode_answer,
     stopped_by,
 )
@@ -88,6 +85,7 @@ class WorkerPool:
         workers: int = 2,
         limits: WorkLimits | None = None,
         preload: Sequence[str] = (),
+        warm_up: str | None = None,
         max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         """Prepares the pool (its zygote and the workers start on first use).
@@ -96,12 +94,14 @@ class WorkerPool:
             workers: Tasks that run at once (processes).
             limits: Each task's limits.
             preload: Modules the zygote imports once, so workers start ready.
+            warm_up: ``module:function`` each worker forked ahead runs once confined,
+                before its task (constant work of ours: its first-page costs taken early).
             max_reply_bytes: The largest answer a worker may send.
         """
         self.limits = limits if limits is not None else WorkLimits()
         self.workers = workers
         self.max_reply_bytes = max_reply_bytes
-        self._zygote = Zygote(preload)
+        self._zygote = Zygote(preload, warm_up)
         self._places = Places(workers)
         #: Workers forked ahead, that have seen no task.
         self._spares: list[Worker] = []
@@ -236,7 +236,7 @@ class WorkerPool:
 
     async def _start_spare(self) -> None:
         try:
-            worker = await self._start()
+            worker = await self._start(warm=True)
         finally:
             self._starting_spares -= 1
         if self._closed:
@@ -252,12 +252,12 @@ class WorkerPool:
     def _retire_later(self, worker: Worker) -> None:
         """Kills a worker now; its channel and status are let go in the background."""
         self._all.discard(worker)
-        _kill(worker)
+        worker.kill()
         self._in_background(self._retire(worker))
 
-    async def _start(self) -> Worker:
+    async def _start(self, *, warm: bool = False) -> Worker:
         # The first fork also starts the zygote (and its preload imports).
-        worker = await self._zygote.fork(self.limits)
+        worker = await self._zygote.fork(self.limits, warm=warm)
         self._all.add(worker)
         return worker
 
@@ -277,11 +277,11 @@ class WorkerPool:
     async def _retire(self, worker: Worker) -> None:
         """Kills a worker (if it still runs) and lets its channel and status go."""
         self._all.discard(worker)
-        _kill(worker)
-        worker.channel.close()
+        worker.kill()
         # The zygote reaps the process; its status only needs collecting.
         with contextlib.suppress(Exception):
             await asyncio.wait_for(asyncio.shield(worker.ended), 5.0)
+        worker.release()
 
     async def aclose(self) -> None:
         """Stops every worker now and waits for the zygote's end to be collected."""
@@ -297,16 +297,8 @@ class WorkerPool:
         spares, self._spares = self._spares, []
         workers, self._all = list(self._all), set()
         for worker in workers:
-            _kill(worker)
-        # A running task's own coroutine closes its channel when it sees the end.
+            worker.kill()
+        # A running task's own coroutine lets its worker go when it sees the end.
         for worker in spares:
-            worker.channel.close()
+            worker.release()
         self._zygote.close()
-
-
-def _kill(worker: Worker) -> None:
-    """SIGKILL to a worker whose end the zygote has not reported (so its pid is not reused:
-    the zygote reaps it only after the kill, and reports it after the reap)."""
-    if not worker.ended.done():
-        with contextlib.suppress(OSError):
-            os.kill(worker.pid, signal.SIGKILL)

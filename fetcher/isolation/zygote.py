@@ -9,15 +9,21 @@ subverted never sees another page::
 
     fetcher ══control (inherited socketpair)══▶ zygote ──fork──▶ worker (fd 3: its channel)
        │  one message per worker: its limits + its channel's far end (SCM_RIGHTS)
-       │◀═ {"id", "pid"} when forked, {"id", "status"} when it ended ═╝
+       │◀═ {"id", "pid"} and its pidfd when forked, {"id", "status"} when it ended ═╝
        └──────────── task frame (pickle, ours) ──▶ worker: limits, seccomp, task
        ◀─────────── answer frame (JSON, capped, checked) ──┘
 
-Where a fresh worker's time goes (bench/worker_start.py, measured on the 2-core machine):
-a new interpreter costs about 40 ms, the HTML reader's imports about 400 ms and PDFium's
-about 80 ms, the reader's first page another 65 ms (the Public Suffix List); a fork of the
-warmed zygote costs about 3 ms of CPU, its confinement about 1.5 ms. So a worker is forked,
-never started, and the zygote renders one page before it forks anything.
+Where a fresh worker's time goes (bench/worker_start.py and bench/grpc_hop.py, measured on
+the 2-core machine): a new interpreter costs about 40 ms, the HTML reader's imports about
+400 ms and PDFium's about 80 ms, the reader's first page another 65 ms (the Public Suffix
+List); a fork and exit of the warmed render zygote about 2 ms of CPU (its page tables: the
+zygote holds 13 MiB of anonymous memory, so it imports nothing a worker does not need:
+the fetcher's end is ``fetcher.isolation.control``), the worker's confinement 0.2 to 0.3
+ms (the filter built once in the zygote), and its first page about 2 ms more than a later
+one would (some 700 pages of the zygote's heap copied on write). So a worker is forked,
+never started, the zygote renders one page before it forks anything, and a worker forked
+ahead of its task renders a small page of ours once confined (``warm_up``), taking those
+copies before a read waits for it.
 
 **The control channel is no socket a worker can find.** It is an unnamed socketpair the
 zygote inherits at start; a worker closes it (and every descriptor but its channel) before
@@ -53,8 +59,6 @@ when the fetcher's end of the control channel closes.
 
 from __future__ import annotations
 
-import array
-import asyncio
 import contextlib
 import dataclasses
 import errno
@@ -67,15 +71,13 @@ import resource
 import selectors
 import signal
 import socket
-import subprocess
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from fetcher.errors import IsolationError
-
 __all__ = [
+    "CONTROL_BYTES",
     "MAX_REPLY_BYTES",
     "MIB",
     "WORKER_CHANNEL",
@@ -83,8 +85,6 @@ __all__ = [
     "Stopped",
     "Wire",
     "WorkLimits",
-    "Worker",
-    "Zygote",
     "confine",
     "decode_answer",
     "stopped_by",
@@ -105,7 +105,7 @@ WORKER_CHANNEL = 3
 _HEADER = 4
 #: Characters of a task's error (message and traceback) that travel back.
 _ERROR_CHARS = 4000
-_CONTROL_BYTES = 4096
+CONTROL_BYTES = 4096
 
 # Flags that make open(2) create, truncate or write: a worker opening with any is killed.
 _WRITE_FLAGS = (
@@ -188,7 +188,8 @@ def worker_filter(pid: int) -> Any:
     processes or a process without limits. Callers rely on: once loaded (it cannot be
     unloaded; children would inherit it, but ``fork`` is refused), nothing the worker runs
     can do more. Proof: tests/fetcher/isolation/test_subverted_worker.py (each refused call from a
-    real worker of each pool) and tests/fetcher/isolation/test_zygote.py (the rules, both sides).
+    real worker of each pool; tests/deploy/test_systemd.py runs the same inside the fetcher
+    unit) and tests/fetcher/isolation/test_zygote.py (the rules, both sides).
     """
     return with_self(base_filter(), pid)
 
@@ -330,8 +331,16 @@ def serve_task(fd: int) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _worker(channel: int, limits: WorkLimits, rules: Any) -> None:  # pragma: no cover - a child
-    """A worker's whole life, in the zygote's forked child: never returns."""
+def _worker(
+    channel: int, limits: WorkLimits, rules: Any, warm_up: Callable[[], object] | None
+) -> None:  # pragma: no cover - a child
+    """A worker's whole life, in the zygote's forked child: never returns.
+
+    A spare (forked ahead of its task) first runs ``warm_up``, once confined: the pool's
+    own constant work (a small page), so the copy-on-write faults that a fresh process
+    takes on its first page (about 700 pages of the zygote's heap, 2 ms) are taken before
+    its task arrives, not while a read waits for it.
+    """
     status = 0
     try:
         os.dup2(channel, WORKER_CHANNEL)
@@ -339,6 +348,8 @@ def _worker(channel: int, limits: WorkLimits, rules: Any) -> None:  # pragma: no
         os.closerange(WORKER_CHANNEL + 1, os.sysconf("SC_OPEN_MAX"))
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         confine(limits, rules)
+        if warm_up is not None:
+            warm_up()
         serve_task(WORKER_CHANNEL)
     except MemoryError:
         status = EXIT_MEMORY
@@ -354,14 +365,21 @@ def _worker(channel: int, limits: WorkLimits, rules: Any) -> None:  # pragma: no
 # --- the zygote (a program of its own) ---------------------------------------------------
 
 
-def _zygote(control: socket.socket, preload: Sequence[str]) -> None:  # pragma: no cover
+def _zygote(
+    control: socket.socket, preload: Sequence[str], warm_up: str
+) -> None:  # pragma: no cover
     """The zygote's loop: one fork per control message, one status per ended worker.
+
+    ``warm_up`` names the spares' warm-up (``module:function``, "" for none; see
+    :func:`_worker`).
 
     Measured by the tests through the workers it forks; its own lines run in a process
     started with its own interpreter, whose coverage data the tests do not combine.
     """
     for name in preload:
         importlib.import_module(name)
+    module, _, function = warm_up.partition(":")
+    warm = getattr(importlib.import_module(module), function) if warm_up else None
     import gc  # noqa: PLC0415
 
     rules = base_filter()
@@ -375,7 +393,7 @@ def _zygote(control: socket.socket, preload: Sequence[str]) -> None:  # pragma: 
     selector.register(control, selectors.EVENT_READ, None)
     workers: dict[int, tuple[int, int]] = {}  # pidfd -> (id, pid)
     try:
-        _fork_workers(control, selector, workers, rules)
+        _fork_workers(control, selector, workers, rules, warm)
     except OSError:
         pass  # the fetcher has gone: its end of the control channel closed
     finally:
@@ -389,24 +407,28 @@ def _fork_workers(
     selector: selectors.BaseSelector,
     workers: dict[int, tuple[int, int]],
     rules: Any,
+    warm_up: Callable[[], object] | None,
 ) -> None:  # pragma: no cover - runs in the zygote
     """Until the control channel closes: a worker per message, a status per end."""
     while True:
         for key, _ in selector.select():
             if key.data is None:
-                message, fds, _flags, _address = socket.recv_fds(control, _CONTROL_BYTES, 1)
+                message, fds, _flags, _address = socket.recv_fds(control, CONTROL_BYTES, 1)
                 if not message:
                     return
                 request = json.loads(message)
                 limits = WorkLimits(**request["limits"])
                 pid = os.fork()
                 if pid == 0:
-                    _worker(fds[0], limits, rules)
+                    _worker(fds[0], limits, rules, warm_up if request.get("warm") else None)
                 os.close(fds[0])
                 pidfd = os.pidfd_open(pid)
                 workers[pidfd] = (request["id"], pid)
                 selector.register(pidfd, selectors.EVENT_READ, pid)
-                control.sendall(json.dumps({"id": request["id"], "pid": pid}).encode())
+                # The pidfd goes to the fetcher too: it kills this worker by it, never by
+                # a pid that may name another process once this one is reaped.
+                reply = json.dumps({"id": request["id"], "pid": pid}).encode()
+                socket.send_fds(control, [reply], [pidfd])
             else:
                 pidfd = key.fd
                 selector.unregister(pidfd)
@@ -427,173 +449,11 @@ def _set_not_dumpable() -> None:  # pragma: no cover - runs in the zygote
 def _main(argv: list[str]) -> int:  # pragma: no cover - the zygote's entry point
     control = socket.socket(fileno=int(argv[0]))
     sys.path[:] = json.loads(argv[1])
-    _zygote(control, argv[2:])
+    _zygote(control, argv[3:], argv[2])
     return 0
 
 
-# --- the fetcher's side ------------------------------------------------------------------
-
-
-@dataclasses.dataclass(eq=False, slots=True)
-class Worker:
-    """A worker forked for one task: its process id, the fetcher's end of its channel
-    (non-blocking) and its exit status once the zygote collected it."""
-
-    pid: int
-    channel: socket.socket
-    ended: asyncio.Future[int]
-
-
-class Zygote:
-    """The fetcher's end of one zygote: forks workers on request, tells how they ended.
-
-    Started on the first :meth:`fork` (inside the event loop that uses it), so a pool
-    built before the loop runs starts nothing; :meth:`close` kills it and its workers.
-    """
-
-    def __init__(self, preload: Sequence[str]) -> None:
-        """Args:
-        preload: Modules the zygote imports once, before it forks any worker.
-        """
-        self.preload = tuple(preload)
-        self._process: subprocess.Popen[bytes] | None = None
-        self._control: socket.socket | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._started: dict[int, asyncio.Future[int]] = {}
-        self._ended: dict[int, asyncio.Future[int]] = {}
-        self._next = 0
-        self._lock = asyncio.Lock()
-
-    @property
-    def pid(self) -> int | None:
-        """The zygote's process id, once started."""
-        return self._process.pid if self._process is not None else None
-
-    def _start(self) -> socket.socket:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            self._process = subprocess.Popen(  # noqa: S603 - our interpreter, our module
-                [
-                    sys.executable,
-                    "-I",  # no PYTHON* variables, no user site, no current directory
-                    "-B",  # no .pyc writes: a worker may not open a file for writing
-                    "-m",
-                    "fetcher.isolation.zygote",
-                    str(theirs.fileno()),
-                    json.dumps(sys.path),
-                    *self.preload,
-                ],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                start_new_session=True,  # a terminal's Ctrl-C goes to the fetcher only
-                # Nothing of the fetcher's environment (LC_ALL: PDFium and Python read text
-                # as UTF-8); not the coverage tool's either, whose fork hook would write its
-                # data from confined workers, which the filter refuses (their code is
-                # measured in-process: tests/fetcher/isolation/test_zygote.py).
-                env={"LC_ALL": "C.UTF-8"},
-            )
-        except OSError as exc:
-            ours.close()
-            raise IsolationError(f"the worker zygote did not start: {exc}") from exc
-        finally:
-            theirs.close()
-        ours.setblocking(False)
-        self._control = ours
-        self._reader = asyncio.get_running_loop().create_task(self._read(ours))
-        return ours
-
-    async def _read(self, control: socket.socket) -> None:
-        """Takes the zygote's messages; when it is gone, every waiting worker ends."""
-        loop = asyncio.get_running_loop()
-        try:
-            while message := await loop.sock_recv(control, _CONTROL_BYTES):
-                reply = json.loads(message)
-                waiting = self._started if "pid" in reply else self._ended
-                future = waiting.pop(reply["id"], None)
-                if future is not None and not future.done():
-                    future.set_result(reply["pid"] if "pid" in reply else reply["status"])
-        except (OSError, ValueError, KeyError):  # pragma: no cover - a zygote gone wrong
-            pass
-        finally:
-            for future in (*self._started.values(), *self._ended.values()):
-                if not future.done():
-                    future.set_exception(IsolationError("the worker zygote has gone"))
-                    # Whoever awaits it gets the error; a spare's end that nobody awaits
-                    # any more is no error worth a warning.
-                    future.exception()
-            self._started.clear()
-            self._ended.clear()
-
-    async def fork(self, limits: WorkLimits) -> Worker:
-        """A new worker under ``limits``, confined before it reads its task.
-
-        Raises:
-            IsolationError: The zygote could not be started or has gone.
-        """
-        loop = asyncio.get_running_loop()
-        async with self._lock:  # messages and their replies in one order
-            control = self._control
-            if control is None:
-                control = self._start()
-            ident = self._next
-            self._next += 1
-            started: asyncio.Future[int] = loop.create_future()
-            ended: asyncio.Future[int] = loop.create_future()
-            self._started[ident] = started
-            self._ended[ident] = ended
-            ours, theirs = socket.socketpair()
-            try:
-                message = json.dumps({"id": ident, "limits": dataclasses.asdict(limits)})
-                await _send_with_fd(control, message.encode(), theirs.fileno())
-            except OSError as exc:
-                ours.close()
-                self._started.pop(ident, None)
-                self._ended.pop(ident, None)
-                raise IsolationError(f"the worker zygote has gone: {exc}") from exc
-            finally:
-                theirs.close()
-        try:
-            pid = await started
-        except BaseException:
-            ours.close()
-            raise
-        ours.setblocking(False)
-        return Worker(pid, ours, ended)
-
-    async def aclose(self) -> None:
-        """Stops the zygote (its workers are killed with it) and waits for its end."""
-        process = self.close()
-        if self._reader is not None:
-            await asyncio.gather(self._reader, return_exceptions=True)
-        if process is not None:
-            await asyncio.to_thread(process.wait)
-
-    def close(self) -> subprocess.Popen[bytes] | None:
-        """Closes the control channel: the zygote kills its workers and exits; returns
-        its process, to be waited for."""
-        if self._reader is not None:
-            self._reader.cancel()
-        if self._control is not None:
-            self._control.close()
-        return self._process
-
-
-async def _send_with_fd(control: socket.socket, message: bytes, fd: int) -> None:
-    """One control message carrying one descriptor, waiting while the channel is full."""
-    loop = asyncio.get_running_loop()
-    fds = array.array("i", [fd])
-    while True:
-        try:
-            control.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-            return
-        except BlockingIOError:  # pragma: no cover - 32 workers' messages never fill it
-            writable = loop.create_future()
-            loop.add_writer(control, writable.set_result, None)
-            try:
-                await writable
-            finally:
-                loop.remove_writer(control)
+# --- what the fetcher checks (pure) ---------------------------------------------------
 
 
 def decode_answer(body: bytes) -> dict[str, Any]:

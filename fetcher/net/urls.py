@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
+from collections.abc import Container
 from ipaddress import IPv4Address, IPv6Address
 from urllib.parse import quote
 
@@ -231,7 +232,7 @@ def _target(rest: str) -> str:
     return quote(path, safe=_TARGET_SAFE)
 
 
-def parse(url: str, *, ports: frozenset[int] = frozenset({443})) -> Address | Refused:
+def parse(url: str, *, ports: Container[int] = frozenset({443})) -> Address | Refused:
     """Parse an address for fetching (SPEC 7 step 1).
 
     Args:

@@ -47,6 +47,7 @@ RESOLVER = "10.53.0.53"
 DENIED = ("127.0.0.1", "::1", "10.0.0.1", "169.254.169.254")
 SERVICES = ("fetcher-metrics.socket", "fetcher.service", "gateway.service")
 EXTRA_CA = "/etc/tigress/test-ca.pem"
+SOCKET = "/run/fetcher/fetcher.sock"
 #: ``systemd-analyze security --threshold`` is on the 0-100 scale: 15 is an exposure of 1.5.
 EXPOSURE_THRESHOLD = 15
 PAPER = make_pdf(
@@ -66,6 +67,9 @@ def _assets(folder: Path) -> None:
     ca = trustme.CA()
     cert = ca.issue_cert("standin.example", "viadns.example")
     shutil.copy(Path(__file__).with_name("standins.py"), folder / "standins.py")
+    # The subverted-worker suite's attempts, run inside the fetcher unit.
+    shutil.copy(Path(__file__).with_name("subverted_in_unit.py"), folder / "subverted_in_unit.py")
+    shutil.copy(ROOT / "testkit" / "subverted.py", folder / "subverted.py")
     ca.cert_pem.write_to_path(str(folder / "ca.pem"))
     cert.cert_chain_pems[0].write_to_path(str(folder / "cert.pem"))
     for extra in cert.cert_chain_pems[1:]:
@@ -372,6 +376,82 @@ def test_the_units_filter_denies_setrlimit_so_the_workers_use_prlimit(box: Conta
         PY, "-c", code, timeout=60,
     ).stdout  # fmt: skip
     assert out.splitlines() == ["setrlimit EPERM", "prlimit64 allowed"]
+
+
+def unit_processes(box: Container) -> set[int]:
+    """Every process in the fetcher unit's cgroup."""
+    procs = box.run("cat", "/sys/fs/cgroup/system.slice/fetcher.service/cgroup.procs").stdout
+    return {int(pid) for pid in procs.split()}
+
+
+def descendants(box: Container, ancestor: int) -> set[int]:
+    """Every live process below ``ancestor`` in the container, children of children too."""
+    code = (
+        "import json, os\n"
+        "parents = {}\n"
+        "for name in filter(str.isdigit, os.listdir('/proc')):\n"
+        "    try:\n"
+        "        fields = open(f'/proc/{name}/stat').read().rpartition(')')[2].split()\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    parents[int(name)] = int(fields[1])\n"
+        "print(json.dumps(parents))\n"
+    )
+    parents = {int(pid): ppid for pid, ppid in json.loads(box.run(PY, "-c", code).stdout).items()}
+    below: set[int] = set()
+    for pid in parents:
+        chain, seen = pid, set()
+        while chain in parents and chain not in seen and chain != ancestor:
+            seen.add(chain)
+            chain = parents[chain]
+        if chain == ancestor and pid != ancestor:
+            below.add(pid)
+    return below
+
+
+def test_the_subverted_worker_suite_runs_inside_the_unit(box: Container) -> None:
+    """tests/fetcher/isolation/test_subverted_worker.py's attempts, each the task of a real
+    render and PDF worker started inside the fetcher unit (an ``ExecStartPost=`` of a
+    runtime drop-in: its user, namespaces, system call filter and cgroup): every one fails
+    as it does outside, and the fetcher serves on."""
+    run_id = uuid.uuid4().hex
+    dropin = "/run/systemd/system/fetcher.service.d/subverted.conf"
+    command = f"{VENV_PY} /tigress-test/subverted_in_unit.py ${{MAINPID}} {run_id}"
+    box.sh(
+        f"mkdir -p {Path(dropin).parent}\n"
+        f"printf '[Service]\\nExecStartPost={command}\\n' > {dropin}\n"
+        "systemctl daemon-reload && systemctl restart fetcher.service"
+    )
+    try:
+        marker = f"subverted-suite {run_id}: "
+        for _ in range(100):
+            log = box.run(
+                "journalctl", "--unit=fetcher.service", "--output=cat", "--no-pager"
+            ).stdout
+            lines = [line for line in log.splitlines() if line.startswith(marker)]
+            if lines:
+                break
+            time.sleep(0.1)
+        assert lines, log[-3000:]
+        report = json.loads(lines[-1][len(marker) :])
+        assert "error" not in report, report
+        assert report["fetcher_pid"] == int(show(box, "fetcher.service", "MainPID")["MainPID"])
+        for pool in ("html", "pdf"):
+            verdicts = report["pools"][pool]
+            failed = {name: v for name, v in verdicts.items() if not v["ok"]}
+            assert failed == {}, (pool, failed)
+            # Every attempt of the suite ran: the sockets found, and each refused call.
+            assert f"connect_unix {SOCKET}" in verdicts, sorted(verdicts)
+            assert len(verdicts) >= 30, sorted(verdicts)
+        # Nothing a worker started is left: every process of the unit descends from the
+        # fetcher (one that escaped a worker would have been given to systemd).
+        main_pid = report["fetcher_pid"]
+        assert unit_processes(box) - {main_pid} <= descendants(box, main_pid)
+        # The fetcher that served while its workers were attacked still reads.
+        page, _ = read(box, "https://standin.example/", "standin.example")
+        assert [p["title"] for p in page["pages"]] == ["Stand-in public host"]
+    finally:
+        box.sh(f"rm -f {dropin} && systemctl daemon-reload && systemctl restart fetcher.service")
 
 
 def test_start_line_names_the_extra_ca_file(box: Container) -> None:

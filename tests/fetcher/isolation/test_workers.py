@@ -190,6 +190,54 @@ async def test_a_worker_that_crashes_costs_only_its_task(pool: WorkerPool) -> No
     assert pool.stopped["crashed"] == 1
 
 
+def pid_of_pidfd(pidfd: int) -> int:
+    """The process a pidfd names, as the kernel says (``Pid: -1`` once it is reaped)."""
+    fields = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/self/fdinfo/{pidfd}").read_text().splitlines()
+    )
+    return int(fields["Pid"])
+
+
+async def test_a_worker_is_killed_by_its_pidfd(pool: WorkerPool) -> None:
+    """No signal by process id: the pid of a reaped worker may be another process's."""
+    await pool.run(tasks.pid)  # a spare is forked ahead
+    for _ in range(500):
+        if pool._spares:
+            break
+        await asyncio.sleep(0.01)
+    (spare,) = pool._spares
+    assert pid_of_pidfd(spare.pidfd) == spare.pid
+    spare.kill()
+    assert await asyncio.wait_for(asyncio.shield(spare.ended), 5) == -9
+    assert pid_of_pidfd(spare.pidfd) == -1  # reaped: the pidfd names no process now
+    pool._spares.remove(spare)
+    spare.release()
+    assert spare.pidfd == -1
+    spare.kill()  # released: nothing, whatever the old number names now
+
+
+async def test_a_spare_runs_the_warm_up_before_its_task() -> None:
+    """Only a worker forked ahead warms up; one forked for a waiting task starts on it."""
+    pool = WorkerPool(workers=1, warm_up="testkit.tasks:warm")
+    try:
+        # The first task finds no spare: its worker is forked for it, cold.
+        assert await pool.run(tasks.warmed) is False
+        for _ in range(500):  # the spare forked ahead once a place is free
+            if pool._spares:
+                break
+            await asyncio.sleep(0.01)
+        assert await pool.run(tasks.warmed) is True
+    finally:
+        await pool.aclose()
+    cold = WorkerPool(workers=1)
+    try:
+        await cold.run(tasks.pid)
+        await asyncio.sleep(0.2)
+        assert await cold.run(tasks.warmed) is False  # no warm-up named: none runs
+    finally:
+        await cold.aclose()
+
+
 async def test_no_worker_sees_a_second_task(pool: WorkerPool) -> None:
     """A worker that one page subverted never renders another: one process per task."""
     pids = [await pool.run(tasks.pid) for _ in range(4)]
