@@ -140,7 +140,9 @@ class ModelDirectory:
                 if not self._fresh(engine):
                     await self._look_up(engine)
         if engine.error is not None:
-            raise engine.error
+            # The remembered failure, raised afresh: raising one object again would grow
+            # its traceback by these frames every time (and keep every asker's alive).
+            raise engine.error.with_traceback(None)
         return engine.names
 
     async def _look_up(self, engine: _Engine, wait: float | None = None) -> EngineError | None:

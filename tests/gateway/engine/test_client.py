@@ -151,6 +151,27 @@ async def test_models_come_from_configuration_or_the_engine(
     assert errors == []
 
 
+def _frames(error: BaseException | None) -> int:
+    count, tb = 0, error.__traceback__ if error is not None else None
+    while tb is not None:
+        count, tb = count + 1, tb.tb_next
+    return count
+
+
+async def test_a_remembered_failure_does_not_grow_with_each_look_up(client: EngineClient) -> None:
+    # An engine down for its failure-cache time is answered from memory; each look-up
+    # re-raising the one stored error must not add its frames to it (nor keep them).
+    async with FakeEngine() as gone:
+        url = gone.url
+    directory = ModelDirectory((EngineSettings(url),), client, failure_seconds=60.0)
+    depths = []
+    for _ in range(20):
+        _, errors = await directory.entries()  # what each GET /v1/models asks
+        assert [type(e) for e in errors] == [EngineUnreachableError]
+        depths.append(_frames(errors[0]))
+    assert depths[-1] == depths[1]
+
+
 async def test_engine_usage_chunk_is_decoded(engine: FakeEngine, client: EngineClient) -> None:
     engine.script(Reply([Data(usage_chunk(7, 3))]))
     usage = (await collect(client, engine))[0].usage
