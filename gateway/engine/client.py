@@ -215,6 +215,15 @@ def not_an_engine(engine: EngineSettings, why: str) -> str:
     )
 
 
+def serves_no_model(engine: EngineSettings) -> str:
+    """The sentence for an engine whose ``/models`` answers with an empty list."""
+    return (
+        f"The engine {engine.label} answers, but {engine.address}/models lists no model: "
+        "load one into it (Ollama: ollama pull MODEL), or check that this is the engine's "
+        "address; chats get 404 until it lists one."
+    )
+
+
 def models_status_problem(engine: EngineSettings, status: int, content_type: str) -> str:
     """What an error status at ``<url>/models`` says about the configured address.
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from gateway.engine.client import EngineClient
+from gateway.engine.client import EngineClient, serves_no_model
 from gateway.errors import EngineError, EngineUnreachableError, UnknownModelError
 from gateway.settings import EngineSettings
 
@@ -262,12 +262,17 @@ class ModelDirectory:
 
     async def probe(self, wait: float) -> list[tuple[EngineSettings, EngineError | None]]:
         """Whether each engine answers its ``/models`` within ``wait`` seconds (for
-        ``/healthz``): None, or the failure saying why not; an answer also refreshes the
+        ``/healthz``): None, or the failure saying why not (an engine that lists no model
+        is one: no chat can reach it); an answer also refreshes the
         engine's cached list. Not behind the engine's look-up lock: a probe never waits
         for a hung look-up."""
 
         async def one(engine: _Engine) -> EngineError | None:
-            return await self._look_up(engine, wait)
+            failure = await self._look_up(engine, wait)
+            if failure is None and not engine.names:
+                # It answers, but no chat can be routed to it: not healthy.
+                return EngineError(serves_no_model(engine.settings), engine=engine.settings.label)
+            return failure
 
         results = await asyncio.gather(*(one(e) for e in self._engines))
         return [(e.settings, ok) for e, ok in zip(self._engines, results, strict=True)]

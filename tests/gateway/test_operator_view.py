@@ -24,6 +24,7 @@ from starlette.routing import Route
 from fetcher.client import FetcherClient
 from fetcher.report import Report
 from gateway.engine.client import EngineClient
+from gateway.engine.models import ModelDirectory
 from gateway.errors import EngineError, EngineUnreachableError
 from gateway.metrics import GatewayMetrics, Outcome
 from gateway.settings import (
@@ -186,6 +187,20 @@ async def test_a_web_server_given_as_the_engine_is_named_as_such(engines: Engine
     assert "SearXNG" in message
     page = engine_app(200, HTMLResponse("<html>a page</html>"))
     assert "its /models is not a model list" in await problem_of(engines, page, "/v1")
+
+
+async def test_an_engine_that_lists_no_model_is_not_healthy(engines: EngineClient) -> None:
+    # A server answering {"data": []}, or Ollama before its first pull: no chat can reach it.
+    app = engine_app(200, JSONResponse({"object": "list", "data": []}))
+    async with serve(app) as url:
+        empty = EngineSettings(url + "/v1")
+        named = EngineSettings(url + "/v1", ("configured",))
+        directory = ModelDirectory((empty, named), engines)
+        (_, failure), (_, configured) = await directory.probe(2.0)
+    assert failure is not None
+    assert f"{url}/v1/models lists no model" in failure.message
+    assert failure.engine == empty.label
+    assert configured is None  # configured names route without the list
 
 
 def test_every_unknown_key_of_the_file_is_named_with_a_suggestion(tmp_path: Path) -> None:
