@@ -30,53 +30,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.memory_task import measured_read, private_kib, status
 from fetcher.crawl import WORKER_PRELOAD
 from fetcher.html.links import site_of
-from fetcher.isolation.workers import MIB, Stopped, Wire, WorkerPool, WorkLimits
-from fetcher.worktasks import Page, read_page
+from fetcher.isolation.workers import MIB, Stopped, WorkerPool, WorkLimits
+from fetcher.worktasks import Page
 from testkit.corpus import load_pages
 from testkit.hostile import hostile_pages
 
 __all__ = ["main"]
-
-
-def _status(pid: int | str = "self") -> dict[str, int]:
-    """The memory fields of /proc/PID/status, in KiB."""
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name.startswith("Vm") and value.strip().endswith("kB"):
-            fields[name] = int(value.split()[0])
-    return fields
-
-
-def _private_kib(pid: int | str = "self") -> int:
-    """Resident pages of the process that no other process shares, in KiB."""
-    total = 0
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith(("Private_Clean:", "Private_Dirty:")):
-            total += int(line.split()[1])
-    return total
-
-
-def measured_read(page: Page) -> Wire:
-    """Runs in a render worker: the page read, with the worker's memory before and at peak
-    (KiB)."""
-    before = _status()
-    private = _private_kib()
-    # VmHWM starts at the worker's RSS at its fork (the kernel resets it in the copy);
-    # a confined worker could not write /proc/self/clear_refs anyway.
-    started = time.process_time()
-    read_page(page)
-    after = _status()
-    return {
-        "size": before["VmSize"],
-        "rss": before["VmRSS"],
-        "private": private,
-        "peak_size": after["VmPeak"],
-        "peak_rss": after["VmHWM"],
-        "cpu": time.process_time() - started,
-    }
 
 
 def _mib(kib: float) -> str:
@@ -114,8 +76,8 @@ def _command(pid: int) -> str:
 
 def _process(name: str, pid: int) -> str:
     """One line: a process's resident size, its own part of it, its address space."""
-    status = _status(pid)
-    rss, own, size = _mib(status["VmRSS"]), _mib(_private_kib(pid)), _mib(status["VmSize"])
+    fields = status(pid)
+    rss, own, size = _mib(fields["VmRSS"]), _mib(private_kib(pid)), _mib(fields["VmSize"])
     return f"  {name:44} RSS {rss:>4}  own {own:>4}  VmSize {size:>4}"
 
 

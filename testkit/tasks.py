@@ -116,3 +116,12 @@ def warm() -> None:
 def warmed() -> Wire:
     """Whether this worker ran the warm-up before its task."""
     return WARMED
+
+
+def import_fresh(module: str) -> Wire:
+    """Imports a module no process has compiled yet and calls its ``answer()``."""
+    import importlib  # noqa: PLC0415
+
+    answer = importlib.import_module(module).answer()
+    assert isinstance(answer, int)
+    return answer

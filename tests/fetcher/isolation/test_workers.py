@@ -243,3 +243,22 @@ async def test_no_worker_sees_a_second_task(pool: WorkerPool) -> None:
     pids = [await pool.run(tasks.pid) for _ in range(4)]
     assert len(set(pids)) == 4
     assert os.getpid() not in pids
+
+
+async def test_a_task_may_import_a_module_never_compiled() -> None:
+    """A worker may open files for reading only: a module without its bytecode cache is
+    read and compiled, never cached (the cache is a file write, which the filter kills).
+    In production every module a task needs is preloaded; a first import in a worker
+    (a lazily loaded codec, a task module of a tool or bench) must not kill it."""
+    name = f"_fresh_{os.getpid()}_{id(object())}"
+    source = Path(tasks.__file__).parent / f"{name}.py"
+    source.write_text("def answer() -> int:\n    return 42\n")
+    pool = WorkerPool(workers=1)
+    try:
+        assert await pool.run(tasks.import_fresh, f"testkit.{name}") == 42
+    finally:
+        await pool.aclose()
+        source.unlink()
+        for cached in (source.parent / "__pycache__").glob(f"{name}.*"):
+            cached.unlink()
+    assert not list((source.parent / "__pycache__").glob(f"{name}.*"))
