@@ -16,6 +16,7 @@ lists ``/x/y/Model.Q4.gguf``), by the file's own name with or without ``.gguf``
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from gateway.engine.client import EngineClient, serves_no_model
 from gateway.errors import EngineError, EngineUnreachableError, UnknownModelError
 from gateway.settings import EngineSettings
+
+log = logging.getLogger("gateway")
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ class _Engine:
         self.names: tuple[str, ...] = settings.models
         self.error: EngineError | None = None
         self.at = float("-inf")
+        #: Its last look-up (a chat's, or a health probe's) failed: its next answer is logged.
+        self.failing = False
 
 
 class ModelDirectory:
@@ -155,9 +160,14 @@ class ModelDirectory:
                 engine.settings, wait=self._probe_seconds if wait is None else wait
             )
         except EngineError as exc:
+            engine.failing = True
             if not configured and wait is None:
                 engine.error, engine.at = exc, self._clock()
             return exc
+        if engine.failing:
+            # The operator read it was down (at start-up, in /healthz or a chat's line).
+            log.info("engine %s answers now", engine.settings.label)
+            engine.failing = False
         if not configured:
             # Configured names route without asking; a probe never replaces them.
             engine.names, engine.error, engine.at = tuple(names), None, self._clock()

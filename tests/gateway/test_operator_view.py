@@ -277,3 +277,28 @@ def test_an_engine_failure_is_logged_with_the_engines_name(
     assert "engine http://127.0.0.1:8080/v1 failed (connect): " in messages[0]
     assert not [m for m in messages if "engine  failed" in m]
     assert messages[1].startswith("chat ab12 key=none model=- engine=http://127.0.0.1:8080/v1 ")
+
+
+async def test_an_engine_that_comes_up_later_is_said_to_answer_now(
+    engines: EngineClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A newcomer starts the engine after `make run`: the log says when it answers.
+    up = False
+
+    async def models(request: Request) -> Response:
+        if not up:
+            return JSONResponse({"error": {"message": "loading model"}}, status_code=503)
+        return JSONResponse({"object": "list", "data": [{"id": "m"}]})
+
+    app = Starlette(routes=[Route("/v1/models", models)])
+    async with serve(app) as url:
+        directory = ModelDirectory((EngineSettings(url + "/v1"),), engines)
+        with caplog.at_level(logging.INFO, logger="gateway"):
+            [(_, failure)] = await directory.probe(2.0)  # start-up's check
+            assert failure is not None
+            up = True
+            [(_, failure)] = await directory.probe(2.0)
+            assert failure is None
+            [(_, failure)] = await directory.probe(2.0)
+    said = [r.getMessage() for r in caplog.records if "answers now" in r.getMessage()]
+    assert said == [f"engine {url}/v1 answers now"]
