@@ -233,8 +233,7 @@ class _Block:
     commas: int = 0
 
 
-def _names_boilerplate(element: HtmlElement) -> bool:
-    value = f"{element.get('class', '')} {element.get('id', '')}"
+def _names_boilerplate(value: str) -> bool:
     if _NAME_HINT.search(value) is None:
         return False
     words = [word.lower() for word in _WORDS.findall(value)]
@@ -256,6 +255,7 @@ class _Walk:
         self.work = 0
         self.nodes: dict[HtmlElement, _Node] = {}
         self.candidates: list[_Node] = []
+        self.names: dict[str, bool] = {}  # class and id value: whether it names boilerplate
         counted = start.xpath("string-length(translate(normalize-space(.), ' ', ''))")
         self.page_chars = int(counted) if isinstance(counted, float) else 0
         self.root = self._walk()
@@ -332,8 +332,16 @@ class _Walk:
         self._close_block(node, tag, block)
         if not node.chars:
             return
-        self.nodes[node.element] = node
-        node.named = _names_boilerplate(node.element)
+        element = node.element
+        self.nodes[element] = node
+        classes, ident = element.get("class"), element.get("id")
+        if classes is not None or ident is not None:
+            # Pages repeat their class names: each distinct one is judged once.
+            value = f"{classes or ''} {ident or ''}"
+            named = self.names.get(value)
+            if named is None:
+                named = self.names[value] = _names_boilerplate(value)
+            node.named = named
         if node.named and node.chars <= _MAX_NAMED_SHARE * self.page_chars:
             # Comments, related stories ...: links to the scoring, whatever their text. Not
             # when they hold most of the page: then the name is wrong, or the page is a thread.
