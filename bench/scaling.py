@@ -137,6 +137,18 @@ def _html(unit: str, size: int) -> bytes:
     return ("<html><body>" + _fill(unit, size) + "</body></html>").encode()
 
 
+_FIRST_POST = "A first post of a thread, long, with commas, clauses, and asides, that scores best. "
+_REPLY = "<div><div><div><div><div><p>A reply, deep below the thread, to the first post.</p>"
+
+
+def _thread(size: int) -> bytes:
+    """A first post (a sixth of the page) above replies nested deep: the region is one
+    part of the page, and widens to the thread."""
+    first = f"<div><div><div><div><p>{_fill(_FIRST_POST, size // 6)}</p></div></div></div></div>"
+    replies = _fill(_REPLY + "</div></div></div></div></div>", size - size // 6)
+    return f"<html><body><div>{first}<div>{replies}</div></div></body></html>".encode()
+
+
 def _crowded(size: int) -> bytes:
     names = " ".join(f"a{i}=1" for i in range(size // 7))
     return f"<html><body><div {names}>x</div></body></html>".encode()
@@ -309,6 +321,7 @@ READERS = (
         _html_reader,
         HTML_MAX_BYTES,
     ),
+    Reader("HTML: a first post above its replies", _thread, _html_reader, HTML_MAX_BYTES),
     Reader(
         "reader text: one short line repeated",
         lambda n: _fill("x\n", n),

@@ -42,7 +42,11 @@ cards whose text is all links. The region then widens to its nearest ancestor ho
 share of the text, and to the whole page (``partial``) when that is the body. On a page
 that says it is an article (``og:type``) a short region is a short article: there only one
 under :data:`_ARTICLE_SCRAP` that does not hold the page's ``<h1>`` is a scrap
-(docs/reader.md).
+(docs/reader.md). On a page that does not say so, a region of any size is one part of a page
+of many parts when it holds under :data:`_PART_SHARE` of the page's text and of its paragraph
+text, not the page's ``<h1>``, and the text outside it is under :data:`_REST_LINKS` links: a
+thread's first post above its replies, one accordion of a listing, one card of a product
+page. It widens the same way, to the nearest ancestor holding that share.
 
 Not sure (:class:`MainContentVerdict`), and the caller reads the whole pruned page, when: nothing
 scores (``no_content``); the region is the whole body (``whole_page``); three or more elements
@@ -124,6 +128,10 @@ _MIN_SHARE = 0.3
 # On a page that says it is an article, only a region shorter than a headline and a
 # sentence, without the page's h1, is a scrap (the reader's own "too little" line).
 _ARTICLE_SCRAP = 200
+# A region under this share of the page's text and paragraph text, on a page whose text
+# outside it is under this share links, is one part of a page of many parts.
+_PART_SHARE = 0.35
+_REST_LINKS = 0.5
 
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _BOILERPLATE_WORD = re.compile(
@@ -225,8 +233,7 @@ class _Block:
     commas: int = 0
 
 
-def _names_boilerplate(element: HtmlElement) -> bool:
-    value = f"{element.get('class', '')} {element.get('id', '')}"
+def _names_boilerplate(value: str) -> bool:
     if _NAME_HINT.search(value) is None:
         return False
     words = [word.lower() for word in _WORDS.findall(value)]
@@ -248,6 +255,7 @@ class _Walk:
         self.work = 0
         self.nodes: dict[HtmlElement, _Node] = {}
         self.candidates: list[_Node] = []
+        self.names: dict[str, bool] = {}  # class and id value: whether it names boilerplate
         counted = start.xpath("string-length(translate(normalize-space(.), ' ', ''))")
         self.page_chars = int(counted) if isinstance(counted, float) else 0
         self.root = self._walk()
@@ -324,8 +332,16 @@ class _Walk:
         self._close_block(node, tag, block)
         if not node.chars:
             return
-        self.nodes[node.element] = node
-        node.named = _names_boilerplate(node.element)
+        element = node.element
+        self.nodes[element] = node
+        classes, ident = element.get("class"), element.get("id")
+        if classes is not None or ident is not None:
+            # Pages repeat their class names: each distinct one is judged once.
+            value = f"{classes or ''} {ident or ''}"
+            named = self.names.get(value)
+            if named is None:
+                named = self.names[value] = _names_boilerplate(value)
+            node.named = named
         if node.named and node.chars <= _MAX_NAMED_SHARE * self.page_chars:
             # Comments, related stories ...: links to the scoring, whatever their text. Not
             # when they hold most of the page: then the name is wrong, or the page is a thread.
@@ -490,7 +506,10 @@ def find_main_content(root: HtmlElement) -> MainContent:
     elif sum(node.paragraph_chars for node in region) < _MIN_COVER * walk.root.paragraph_chars:
         verdict = MainContentVerdict.PARTIAL
     if verdict is MainContentVerdict.MAIN and not _titled_article(root, region):
-        region = _widened(walk, region, _ARTICLE_SCRAP if declares_article(root) else _SCRAP)
+        article = declares_article(root)
+        region = _widened(walk, region, _ARTICLE_SCRAP if article else _SCRAP)
+        if region and not article and _is_part(walk, region):
+            region = _widened(walk, region, 0, _PART_SHARE)
         if not region:
             verdict = MainContentVerdict.PARTIAL
     if verdict is not MainContentVerdict.MAIN:
@@ -512,20 +531,39 @@ def _titled_article(root: HtmlElement, region: tuple[_Node, ...]) -> bool:
     return any(next(node.element.iter("h1"), None) is not None for node in region)
 
 
-def _widened(walk: _Walk, region: tuple[_Node, ...], scrap: int) -> tuple[_Node, ...]:
+def _is_part(walk: _Walk, region: tuple[_Node, ...]) -> bool:
+    """Whether the region is one part of a page of many: under :data:`_PART_SHARE` of its
+    text and of its paragraph text, without the page's ``<h1>``, on a page whose other text
+    is mostly not links (a thread's first post, one accordion of a listing, one card)."""
+    chars = sum(node.chars for node in region)
+    root = walk.root
+    if chars >= _PART_SHARE * (root.chars - root.named_chars):
+        return False
+    if sum(node.paragraph_chars for node in region) >= _PART_SHARE * root.paragraph_chars:
+        return False
+    rest = root.chars - chars
+    if rest <= 0 or root.links - sum(node.links for node in region) >= _REST_LINKS * rest:
+        return False
+    return not any(next(node.element.iter("h1"), None) is not None for node in region)
+
+
+def _widened(
+    walk: _Walk, region: tuple[_Node, ...], scrap: int, share: float = _MIN_SHARE
+) -> tuple[_Node, ...]:
     """The region, or the nearest ancestor holding enough text when it is a scrap.
 
     Args:
         walk: The walk of the page.
         region: The region found.
-        scrap: Regions with fewer characters may be scraps.
+        scrap: Regions with fewer characters may be scraps; 0: the region is one.
+        share: The share of the page's text (named boilerplate aside) that is enough.
 
     Returns:
         The region itself; one ancestor; or nothing when only the body holds enough.
     """
     chars = sum(node.chars for node in region)
-    wanted = _MIN_SHARE * (walk.root.chars - walk.root.named_chars)
-    if chars >= scrap or chars >= wanted:
+    wanted = share * (walk.root.chars - walk.root.named_chars)
+    if scrap and (chars >= scrap or chars >= wanted):
         return region
     node = region[0].parent
     while node is not None and node is not walk.root:

@@ -272,7 +272,8 @@ def _text_counts(
     for event, element in etree.iterwalk(root, events=("start", "end")):
         if event == "start":
             number += 1
-            chars = _non_space(element.text) if isinstance(element.tag, str) else 0
+            text = element.text
+            chars = _non_space(text) if text and isinstance(element.tag, str) else 0
             if element in wanted:
                 open_.append((element, chars, number))
             elif open_:
@@ -286,7 +287,8 @@ def _text_counts(
             if open_:
                 top, outer, outer_first = open_[-1]
                 open_[-1] = (top, outer + count, outer_first)
-        tail = _non_space(element.tail) if element is not root else 0
+        tail_text = element.tail
+        tail = _non_space(tail_text) if tail_text and element is not root else 0
         if tail and open_:
             top, count, first = open_[-1]
             open_[-1] = (top, count + tail, first)

@@ -295,3 +295,55 @@ def test_a_short_region_is_an_article_when_the_page_says_so(
     assert main.sure is sure
     if sure:
         assert [element.get("class") for element in main.elements] == ["story"]
+
+
+def _thread(first: str, replies: str, head: str = "") -> HtmlElement:
+    """A thread whose first post scores best and whose replies sit deep, far from it."""
+    root: HtmlElement = document_fromstring(
+        f"<html><head>{head}</head><body><div class='thread'>"
+        f"<div class='first'><div class='a'><div class='b'><div class='message'>{first}</div>"
+        f"</div></div></div><div class='replies'>{replies}</div></div></body></html>",
+        parser=_PARSER,
+    )
+    drop_junk(root)
+    prune_chrome(root)
+    return root
+
+
+def _replies(body: str) -> str:
+    return "".join(
+        f"<div class='reply'><div class='who'>Member {i}</div><div><div><div><div>{body}"
+        "</div></div></div></div></div>"
+        for i in range(16)
+    )
+
+
+_REPLY = f"<p>Same here, it worked for me after the update last week.</p><p>{BRIDGE}</p>"
+_TEASER = f"<p><a href='/t/1'>{BRIDGE} Another thread, and another.</a></p>"
+
+
+@pytest.mark.parametrize(
+    ("first", "replies", "head", "widened"),
+    [
+        pytest.param(LOREM * 8, _replies(_REPLY), "", True, id="first-post-of-a-thread"),
+        pytest.param(
+            f"<h1>The question</h1>{LOREM * 8}", _replies(_REPLY), "", False, id="holds-the-h1"
+        ),
+        pytest.param(LOREM * 8, _replies(_TEASER), "", False, id="the-rest-is-links"),
+        pytest.param(
+            LOREM * 8,
+            _replies(_REPLY),
+            "<meta property='og:type' content='article'>",
+            False,
+            id="the-page-says-article",
+        ),
+        pytest.param(LOREM * 30, _replies(_REPLY), "", False, id="most-of-the-page"),
+    ],
+)
+def test_one_part_of_a_page_of_many_widens_to_them(
+    first: str, replies: str, head: str, widened: bool
+) -> None:
+    main = find_main_content(_thread(first, replies, head))
+    assert main.sure
+    assert ("Member 15" in _text(main)) is widened
+    assert "council approved" in _text(main)
