@@ -9,23 +9,12 @@ nested-landmark page; a linear reader takes about what a plain page of the same 
 from __future__ import annotations
 
 import asyncio
-import resource
-import time
 
 from fetcher.crawl import WORKER_PRELOAD
-from fetcher.isolation.workers import Stopped, Wire, WorkerPool
-from fetcher.worktasks import Page, read_page
+from fetcher.isolation.workers import Stopped, WorkerPool
+from fetcher.worktasks import Page
 from testkit.hostile import NESTED_SHAPES, nested, nested_landmarks
-
-
-def measure(page: Page) -> Wire:
-    """Runs in a worker: CPU seconds of one render and the worker's peak RSS in MiB."""
-    started = time.process_time()
-    read_page(page)
-    return [
-        time.process_time() - started,
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    ]
+from testkit.tasks import measure
 
 
 async def _run() -> None:

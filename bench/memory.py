@@ -30,13 +30,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.memory_task import measured_read, private_kib, status
 from fetcher.crawl import WORKER_PRELOAD
 from fetcher.html.links import site_of
 from fetcher.isolation.workers import MIB, Stopped, WorkerPool, WorkLimits
 from fetcher.worktasks import Page
 from testkit.corpus import load_pages
 from testkit.hostile import hostile_pages
+from testkit.tasks import measured_read, private_kib, status
 
 __all__ = ["main"]
 

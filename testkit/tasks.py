@@ -1,4 +1,6 @@
-"""Tasks for worker-pool tests: module-level, so a worker process can import them."""
+"""Tasks for worker-pool tests and benchmarks: module-level, so a worker process can import
+them, and in a module that imports only what a worker may (tests/fetcher/isolation/
+test_workers.py runs the benchmarks' tasks in a real pool)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,14 @@ import resource
 import signal
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fetcher.isolation.workers import Wire
 from fetcher.isolation.zygote import WORKER_CHANNEL
 from fetcher.pdf.task import read_pdf
+
+if TYPE_CHECKING:
+    from fetcher.worktasks import Page
 
 
 def spin(seconds: float) -> float:
@@ -125,3 +131,74 @@ def import_fresh(module: str) -> Wire:
     answer = importlib.import_module(module).answer()
     assert isinstance(answer, int)
     return answer
+
+
+# The benchmarks' tasks (bench.memory, bench.hostile): here, not in the bench modules,
+# whose own imports (the crawl's, httpcore's, trio's) reach modules whose import a confined
+# worker's filter refuses (trio opens /dev/null read-write), so the worker would die.
+
+
+def _proc_text(path: str) -> str:
+    """A /proc file's text, read with open(2) and read(2) only: a confined worker may open
+    for reading, but ``open()``'s isatty check is an ioctl, which its filter refuses."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode()
+
+
+def status(pid: int | str = "self") -> dict[str, int]:
+    """The memory fields of /proc/PID/status, in KiB."""
+    fields = {}
+    for line in _proc_text(f"/proc/{pid}/status").splitlines():
+        name, _, value = line.partition(":")
+        if name.startswith("Vm") and value.strip().endswith("kB"):
+            fields[name] = int(value.split()[0])
+    return fields
+
+
+def private_kib(pid: int | str = "self") -> int:
+    """Resident pages of the process that no other process shares, in KiB."""
+    total = 0
+    for line in _proc_text(f"/proc/{pid}/smaps_rollup").splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            total += int(line.split()[1])
+    return total
+
+
+def measured_read(page: Page) -> Wire:
+    """Runs in a render worker: the page read, with the worker's memory before and at peak
+    (KiB)."""
+    from fetcher.worktasks import read_page  # noqa: PLC0415  (preloaded by render pools)
+
+    before = status()
+    private = private_kib()
+    # VmHWM starts at the worker's RSS at its fork (the kernel resets it in the copy);
+    # a confined worker could not write /proc/self/clear_refs anyway.
+    started = time.process_time()
+    read_page(page)
+    after = status()
+    return {
+        "size": before["VmSize"],
+        "rss": before["VmRSS"],
+        "private": private,
+        "peak_size": after["VmPeak"],
+        "peak_rss": after["VmHWM"],
+        "cpu": time.process_time() - started,
+    }
+
+
+def measure(page: Page) -> Wire:
+    """bench.hostile's task: CPU seconds of one render and the worker's peak RSS in MiB."""
+    from fetcher.worktasks import read_page  # noqa: PLC0415  (preloaded by render pools)
+
+    started = time.process_time()
+    read_page(page)
+    return [
+        time.process_time() - started,
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    ]

@@ -12,6 +12,7 @@ import pytest
 
 from fetcher.errors import TaskError
 from fetcher.isolation.workers import MIB, Stopped, Wire, WorkerPool, WorkLimits
+from fetcher.worktasks import Page
 from testkit import tasks
 
 
@@ -262,3 +263,25 @@ async def test_a_task_may_import_a_module_never_compiled() -> None:
         for cached in (source.parent / "__pycache__").glob(f"{name}.*"):
             cached.unlink()
     assert not list((source.parent / "__pycache__").glob(f"{name}.*"))
+
+
+async def test_the_benchmarks_tasks_run_in_a_confined_worker() -> None:
+    """bench.memory and bench.hostile measure inside real workers: their tasks must be
+    importable by one (a task module that imports the crawl got every worker killed).
+    This module's own tasks run in workers too, so the crawl is imported here only."""
+    from fetcher.crawl import WORKER_PRELOAD
+
+    page = Page(
+        b"<html><body><p>Hello.</p></body></html>", "text/html", None, "https://a.test/", "a.test"
+    )
+    pool = WorkerPool(workers=1, preload=WORKER_PRELOAD)
+    try:
+        measured = await pool.run(tasks.measured_read, page)
+        cpu_and_peak = await pool.run(tasks.measure, page)
+    finally:
+        await pool.aclose()
+    assert isinstance(measured, dict)
+    assert measured["size"] > 0
+    assert measured["peak_rss"] >= measured["rss"] > 0
+    assert isinstance(cpu_and_peak, list)
+    assert len(cpu_and_peak) == 2
