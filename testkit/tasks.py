@@ -125,3 +125,11 @@ def import_fresh(module: str) -> Wire:
     answer = importlib.import_module(module).answer()
     assert isinstance(answer, int)
     return answer
+
+
+def hang_up(seconds: float) -> int:
+    """Hangs up its channel without answering, then sleeps ``seconds`` (a worker whose
+    end the fetcher waits for)."""
+    os.close(WORKER_CHANNEL)
+    time.sleep(seconds)
+    return os.getpid()
