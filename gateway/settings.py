@@ -390,7 +390,9 @@ def _without_password(raw: object) -> str:
 
     # Security
     Rule: a settings message never repeats the credentials an address carries (they
-    reach the journal). Proved by
+    reach the journal), not even a password holding ``/``, ``?`` or ``#``, with which the
+    address parses without credentials (and is refused for its port): then all between
+    ``//`` and the last ``@`` is left out. Proved by
     ``tests/gateway/test_settings.py::test_a_bad_address_is_named_without_its_password``.
     """
     if not isinstance(raw, str) or "@" not in raw:
@@ -399,9 +401,12 @@ def _without_password(raw: object) -> str:
         parts = urlsplit(raw)
     except ValueError:
         return "(an address with credentials)"
-    if "@" not in parts.netloc:
+    if "@" in parts.netloc:
+        return repr(urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])))
+    scheme, slashes, rest = raw.partition("//")
+    if not slashes or "@" not in rest:
         return repr(raw)
-    return repr(urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2])))
+    return repr(f"{scheme}//***@{rest.rpartition('@')[2]}")
 
 
 def _origins(values: tuple[str, ...]) -> tuple[str, ...] | Bad:

@@ -202,3 +202,11 @@ def measure(page: Page) -> Wire:
         time.process_time() - started,
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     ]
+
+
+def hang_up(seconds: float) -> int:
+    """Hangs up its channel without answering, then sleeps ``seconds`` (a worker whose
+    end the fetcher waits for)."""
+    os.close(WORKER_CHANNEL)
+    time.sleep(seconds)
+    return os.getpid()

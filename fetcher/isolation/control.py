@@ -151,12 +151,18 @@ class Zygote:
             self._ended.clear()
 
     def _take(self, reply: dict[str, int], fds: list[int]) -> None:
-        """One message of the zygote's: a worker forked (its pid and pidfd) or ended."""
-        if "pid" in reply and len(fds) == 1:
+        """One message of the zygote's: a worker forked (its pid and pidfd) or ended.
+
+        A fork's reply whose pidfd did not come (the kernel drops descriptors the fetcher
+        has no room for) fails that fork: the worker, never given a task, ends when the
+        fork closes its channel."""
+        if "pid" in reply:
             started = self._started.pop(reply["id"], None)
             if started is not None and not started.done():
-                started.set_result((reply["pid"], fds[0]))
-                return
+                if len(fds) == 1:
+                    started.set_result((reply["pid"], fds[0]))
+                    return
+                started.set_exception(IsolationError("the worker's pidfd did not come"))
         else:
             ended = self._ended.pop(reply["id"], None)
             if ended is not None and not ended.done():

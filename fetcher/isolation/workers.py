@@ -267,6 +267,9 @@ class WorkerPool:
             code = await asyncio.wait_for(asyncio.shield(worker.ended), _EXIT_WAIT)
         except TimeoutError:
             code = None
+        except BaseException:  # cancelled: the worker goes all the same
+            self._retire_later(worker)
+            raise
         await self._retire(worker)
         if self._closed:
             return Stopped("crashed", "the worker pool is closing")
@@ -275,13 +278,16 @@ class WorkerPool:
         return stopped_by(code, self.limits)
 
     async def _retire(self, worker: Worker) -> None:
-        """Kills a worker (if it still runs) and lets its channel and status go."""
+        """Kills a worker (if it still runs) and lets its channel and status go (its pidfd
+        and channel even when this is cancelled)."""
         self._all.discard(worker)
         worker.kill()
-        # The zygote reaps the process; its status only needs collecting.
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(worker.ended), 5.0)
-        worker.release()
+        try:
+            # The zygote reaps the process; its status only needs collecting.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(worker.ended), 5.0)
+        finally:
+            worker.release()
 
     async def aclose(self) -> None:
         """Stops every worker now and waits for the zygote's end to be collected."""

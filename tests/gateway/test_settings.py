@@ -305,8 +305,21 @@ def test_an_empty_fetcher_variable_is_named_as_the_source(tmp_path: Path) -> Non
         ('searxng_url = "ftp://user:hunter2-pass@h/"', {}),
         ('[[engines]]\nurl = "http://:hunter2-pass@h:x/v1"', {}),
         ("", {"TIGRESS_ENGINE_URL": "http://user:hunter2-pass@h:99999/v1"}),
+        # A password holding a character that ends the address's authority (/ ? #): the
+        # address parses as host "user", port "hunter2...", and is refused for its port.
+        ('engine_url = "http://user:hunter2/pass@h:8080/v1"', {}),
+        ('engine_url = "http://user:hunter2#pass@h/v1"', {}),
+        ('searxng_url = "http://user:hunter2?pass@h/"', {}),
     ],
-    ids=["engine-url", "searxng-url", "engines-url", "engine-url-variable"],
+    ids=[
+        "engine-url",
+        "searxng-url",
+        "engines-url",
+        "engine-url-variable",
+        "slash-in-password",
+        "hash-in-password",
+        "query-in-password",
+    ],
 )
 def test_a_bad_address_is_named_without_its_password(
     tmp_path: Path, toml: str, env: dict[str, str]

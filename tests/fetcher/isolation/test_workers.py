@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
 from fetcher.errors import TaskError
+from fetcher.isolation import workers
 from fetcher.isolation.workers import MIB, Stopped, Wire, WorkerPool, WorkLimits
 from fetcher.worktasks import Page
 from testkit import tasks
@@ -215,6 +217,50 @@ async def test_a_worker_is_killed_by_its_pidfd(pool: WorkerPool) -> None:
     spare.release()
     assert spare.pidfd == -1
     spare.kill()  # released: nothing, whatever the old number names now
+
+
+async def test_a_read_cancelled_while_its_worker_ends_lets_the_worker_go(
+    pool: WorkerPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A caller that gives up while the pool waits for a hung-up worker's status: the
+    worker is killed and its pidfd and channel closed all the same (no descriptor kept
+    for the fetcher's life, no worker left running until the pool closes)."""
+    monkeypatch.setattr(workers, "_EXIT_WAIT", 60.0)  # the wait the caller gives up in
+    reading = asyncio.create_task(pool.run(tasks.hang_up, 60.0))
+    pid = await running_worker(pool)
+    (worker,) = pool._all
+    for _ in range(500):  # until the worker has hung up and the pool waits for its end
+        try:
+            if worker.channel.recv(1, socket.MSG_PEEK) == b"":
+                break
+        except BlockingIOError:
+            pass
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    assert await gone(pid)
+    for _ in range(500):
+        if worker.pidfd == -1:
+            break
+        await asyncio.sleep(0.01)
+    assert worker.pidfd == -1
+    assert worker.channel.fileno() == -1
+
+
+async def test_a_pool_closed_under_a_running_task_lets_its_worker_go() -> None:
+    """The task's own coroutine lets its worker go when the pool closes under it, whatever
+    the zygote's going makes it raise: no pidfd or channel outlives the pool."""
+    pool = WorkerPool(workers=1, limits=WorkLimits(wall_seconds=60.0))
+    reading = asyncio.create_task(pool.run(tasks.sleep, 60.0))
+    pid = await running_worker(pool)
+    (worker,) = pool._all
+    await pool.aclose()
+    await asyncio.gather(reading, return_exceptions=True)
+    assert await gone(pid)
+    assert worker.pidfd == -1
+    assert worker.channel.fileno() == -1
 
 
 async def test_a_spare_runs_the_warm_up_before_its_task() -> None:
