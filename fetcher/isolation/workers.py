@@ -297,7 +297,8 @@ class WorkerPool:
         await self._zygote.aclose()
 
     def close(self) -> None:
-        """Stops every worker now (tasks still running end as ``crashed``); :meth:`aclose`
+        """Stops every worker now (a task still running raises ``IsolationError``, as when
+        the zygote has gone); :meth:`aclose`
         also waits for the background work (workers forked ahead, ends collected)."""
         self._closed = True
         spares, self._spares = self._spares, []
