@@ -39,7 +39,7 @@ import socket
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, ParamSpec
 
-from fetcher.errors import TaskError
+from fetcher.errors import IsolationError, TaskError
 from fetcher.isolation.control import Worker, Zygote
 from fetcher.isolation.places import Places
 from fetcher.isolation.zygote import (
@@ -237,6 +237,10 @@ class WorkerPool:
     async def _start_spare(self) -> None:
         try:
             worker = await self._start(warm=True)
+        except IsolationError:
+            # The zygote has gone or cannot fork: nothing waits on a spare, and the next
+            # task's own fork says so to its read (no "exception never retrieved" here).
+            return
         finally:
             self._starting_spares -= 1
         if self._closed:
