@@ -134,7 +134,7 @@ def event_payloads(data: str) -> list[Any]:
 
 #: ``[DONE]`` as a line of its own: inside a chunk's JSON (a model writing the words) it
 #: is part of a longer line, since JSON strings hold no raw line breaks.
-_DONE_LINE: Final = re.compile(rb"^data: ?\[DONE\]\r?$", re.MULTILINE)
+_DONE_LINE: Final = re.compile(rb"^data: ?\[DONE\][ \t]*\r?$", re.MULTILINE)
 
 
 def has_done(events: bytes) -> bool:

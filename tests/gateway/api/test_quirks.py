@@ -152,6 +152,7 @@ def test_glued_events_each_line_is_its_own_chunk(data: str, payloads: list[Any])
         (b'data: {"content":"data: [DONE]"}\n\n', False),
         (b'data: {"a":1}\r\n\r\ndata: [DONE]\r\n\r\n', True),
         (b"data: [DONE] and more\n\n", False),
+        (b"data: [DONE] \n\n", True),
     ],
     ids=[
         "done",
