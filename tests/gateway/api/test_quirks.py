@@ -163,6 +163,7 @@ def test_glued_events_each_line_is_its_own_chunk(data: str, payloads: list[Any])
         "quoted",
         "crlf",
         "longer",
+        "trailing-space",
     ],
 )
 def test_no_done_a_stream_without_its_end_is_seen(events: bytes, done: bool) -> None:
