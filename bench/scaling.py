@@ -149,6 +149,19 @@ def _thread(size: int) -> bytes:
     return f"<html><body><div>{first}<div>{replies}</div></div></body></html>".encode()
 
 
+_POST = "A post of a thread much like the others, with commas, clauses, and asides, too. "
+_LINKS = "<ul>" + '<li><a href="/more">One more place to explore</a></li>' * 5 + "</ul>"
+
+
+def _posts_then_links(size: int) -> bytes:
+    """Six equal posts (half the page: scattered, read whole), then link lists: the lists
+    the whole-page read leaves out."""
+    posts = "".join(
+        f"<div><div><div><p>{_fill(_POST, size // 12)}</p></div></div></div>" for _ in range(6)
+    )
+    return f"<html><body>{posts}{_fill(_LINKS, size - size // 2)}</body></html>".encode()
+
+
 def _crowded(size: int) -> bytes:
     names = " ".join(f"a{i}=1" for i in range(size // 7))
     return f"<html><body><div {names}>x</div></body></html>".encode()
@@ -322,6 +335,12 @@ READERS = (
         HTML_MAX_BYTES,
     ),
     Reader("HTML: a first post above its replies", _thread, _html_reader, HTML_MAX_BYTES),
+    Reader(
+        "HTML: equal posts, then link lists",
+        _posts_then_links,
+        _html_reader,
+        HTML_MAX_BYTES,
+    ),
     Reader(
         "reader text: one short line repeated",
         lambda n: _fill("x\n", n),

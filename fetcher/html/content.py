@@ -52,7 +52,9 @@ Not sure (:class:`MainContentVerdict`), and the caller reads the whole pruned pa
 scores (``no_content``); the region is the whole body (``whole_page``); three or more elements
 scoring at least half the best lie outside the region, as on listings and forum indexes
 (``scattered``); the best element is a list (``listing``); or the region holds under a fifth of
-the page's paragraph text (``partial``).
+the page's paragraph text (``partial``). The whole page is then read less the blocks after its
+last strong element (the best, or a rival) that are at least half links, at every level up to
+the body: the "more to explore" lists and site footers after a listing's last card.
 
 Pure functions on an lxml tree; nothing here recurses, so any depth is safe, and every step is
 counted in :attr:`MainContent.work`, so tests can check that the cost stays linear.
@@ -114,6 +116,7 @@ _MAX_NAMED_SHARE = 0.5
 _STRONG = 0.3  # of the best score: part of a split article
 _RIVAL = 0.5  # of the best score: a competing region when outside ours
 _MAX_RIVALS = 2
+_TRAIL_LINKS = 0.5  # of a block's text: a link list after the last strong element
 _CANDIDATES = 20  # strong or rival elements considered, best first
 _JOIN_LEVELS = 6  # how far up a strong element may pull the region
 _CLIMB_LEVELS = 2
@@ -172,11 +175,14 @@ class MainContent:
         elements: The region: one element, or sibling elements in document order; empty
             unless the verdict is ``MAIN``.
         work: Elements visited plus ancestor steps taken; grows linearly with the page.
+        tail: When the verdict is not ``MAIN``: the mostly-link blocks after the page's last
+            strong element, which the caller leaves out of the whole page it reads.
     """
 
     verdict: MainContentVerdict
     elements: tuple[HtmlElement, ...]
     work: int
+    tail: tuple[HtmlElement, ...] = ()
 
     @property
     def sure(self) -> bool:
@@ -496,7 +502,8 @@ def find_main_content(root: HtmlElement) -> MainContent:
     best = ranked[0]
     top = _region_top(walk, best, ranked[1:])
     if top is walk.root:
-        return MainContent(MainContentVerdict.WHOLE_PAGE, (), walk.work)
+        tail = _trailing_lists(walk, best, ranked[1:])
+        return MainContent(MainContentVerdict.WHOLE_PAGE, (), walk.work, tail)
     region = _with_siblings(walk, top, best)
     verdict = MainContentVerdict.MAIN
     if best.element.tag in _LISTS:
@@ -513,8 +520,36 @@ def find_main_content(root: HtmlElement) -> MainContent:
         if not region:
             verdict = MainContentVerdict.PARTIAL
     if verdict is not MainContentVerdict.MAIN:
-        return MainContent(verdict, (), walk.work)
+        tail = _trailing_lists(walk, best, ranked[1:])
+        return MainContent(verdict, (), walk.work, tail)
     return MainContent(verdict, tuple(node.element for node in region), walk.work)
+
+
+def _trailing_lists(walk: _Walk, best: _Node, ranked: list[_Node]) -> tuple[HtmlElement, ...]:
+    """What a page read whole leaves out: the blocks after its last strong element (the
+    best, or a rival scoring half as well), at every level up to the body, that are at
+    least :data:`_TRAIL_LINKS` links: a listing's "more to explore" lists, a site footer
+    the pruner did not know by name. In document order per level, innermost first."""
+    last = best
+    for node in ranked:
+        if node.score < _RIVAL * best.score:
+            break
+        if node.first > last.last:
+            last = node
+    found: list[HtmlElement] = []
+    element = last.element
+    while element is not walk.root.element:
+        for sibling in element.itersiblings():
+            walk.work += 1
+            child = walk.nodes.get(sibling)
+            if child is not None and child.chars and child.links >= _TRAIL_LINKS * child.chars:
+                found.append(sibling)
+        parent = element.getparent()
+        if parent is None:
+            break
+        walk.work += 1
+        element = parent
+    return tuple(found)
 
 
 def declares_article(root: HtmlElement) -> bool:

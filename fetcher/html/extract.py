@@ -265,6 +265,8 @@ def _read_gently(markup: str) -> str:
         main = find_main_content(root)
     except Exception:  # the detection is an optimisation: never lose the page over it
         main = MainContent(MainContentVerdict.NO_CONTENT, (), 0)
+    for element in main.tail:
+        element.drop_tree()
     if main.sure:
         keep_only(root, main.elements)
         page_chars = sum(text_length(element) for element in main.elements)
@@ -305,6 +307,8 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
         main = find_main_content(root)
     except Exception:  # the detection is an optimisation: never lose the page over it
         main = MainContent(MainContentVerdict.NO_CONTENT, (), 0)
+    for element in main.tail:
+        element.drop_tree()
     if main.sure:
         keep_only(root, main.elements)
         # The region is all there is to read now; a short article is no failure.

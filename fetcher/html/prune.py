@@ -19,8 +19,10 @@ its guard wiped whole articles on real pages:
 * an element whose class or id names boilerplate (cookie, share, related, ads, a forum
   post's signature, avatar or user card: ``user`` followed by info, details, extras ...)
   goes only
-  when its class/id does not also name content, it holds no ``article``/``main``, and it
-  holds at most 30 % of the page's text; words for the page's own chrome (nav, widget,
+  when that class name or id does not also name content (each space-separated name is
+  judged alone: ``article-share`` names content, ``SiteFooter main-content`` a footer
+  that also wears a layout class), it holds no ``article``/``main``, and it holds at most
+  30 % of the page's text; words for the page's own chrome (nav, widget,
   footer) count only outside ``article``/``main``. A part of a class or id that mixes
   letters and digits (``jXK9ad``, ``h.6c1f73b0``) is a generated name and holds no words.
 
@@ -237,8 +239,15 @@ def _names_user_card(words: list[str]) -> bool:
 
 
 def _names_boilerplate(element: HtmlElement, inside_content: _MarkedAbove) -> bool:
+    """Whether one of the element's class names or its id names boilerplate."""
     value = f"{element.get('class', '')} {element.get('id', '')}"
-    words = _name_words(value)
+    return any(_name_is_boilerplate(name, element, inside_content) for name in value.split())
+
+
+def _name_is_boilerplate(name: str, element: HtmlElement, inside_content: _MarkedAbove) -> bool:
+    """Whether one class name or id names boilerplate: a content word in the same name
+    (``article-share``) saves it; one in another name of the element does not."""
+    words = _name_words(name)
     if any(_CONTENT_WORD.fullmatch(w) for w in words):
         return False
     if any(_BOILERPLATE_WORD.fullmatch(w) for w in words) or _names_user_card(words):

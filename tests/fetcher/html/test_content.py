@@ -150,6 +150,38 @@ def test_unclear_pages_are_not_cut(body: str, verdict: MainContentVerdict) -> No
     assert not main.sure
 
 
+def _link_list(label: str) -> str:
+    return "<ul>" + "".join(f'<li><a href="/{i}">{label} {i} homes</a></li>' for i in range(12))
+
+
+@pytest.mark.parametrize(
+    ("after", "left_out"),
+    [
+        pytest.param(_link_list("Town") + "</ul>", ["Town 0 homes"], id="links-after"),
+        pytest.param(
+            f"<div><div>{_link_list('Town')}</ul></div></div>", ["Town 0 homes"], id="deep-links"
+        ),
+        pytest.param(f"<div><p>Closing words: {LOREM}</p></div>", [], id="text-after-stays"),
+        pytest.param(
+            f'<div><p>{LOREM * 2}</p> <a href="/x">{LOREM}</a></div>', [], id="some-links-stay"
+        ),
+    ],
+)
+def test_a_scattered_page_leaves_out_the_link_lists_after_its_last_post(
+    after: str, left_out: list[str]
+) -> None:
+    # The whole page is read (the posts are rivals), less the mostly-link blocks that come
+    # after the last of them: a listing's "more to explore" lists, a site footer.
+    main = _find(_link_list("Before") + "</ul>" + _posts(6) + after)
+    assert main.verdict is MainContentVerdict.SCATTERED
+    assert main.elements == ()
+    tail = " ".join(" ".join(element.text_content().split()) for element in main.tail)
+    assert all(text in tail for text in left_out)
+    assert "Post" not in tail
+    assert "Before" not in tail
+    assert bool(main.tail) == bool(left_out)
+
+
 def test_posts_of_one_thread_are_read_together() -> None:
     main = _find(
         f'<div class="thread"><h1>Thread</h1>{_posts(6)}</div><div><a href="/">Index</a></div>'
@@ -224,7 +256,9 @@ def test_work_on_a_deeply_nested_page_is_that_of_a_flat_one(text: int, links: in
     # constant, never the depth (a walk of each subtree would be 2,000 times the flat cost).
     elements = blocks * (3 + links)
     assert flat.work <= 4 * elements
-    assert nested.work <= 1.5 * flat.work
+    # A page read whole climbs its last strong element's chain of ancestors once more (its
+    # trailing link lists): the depth, once.
+    assert nested.work <= 1.5 * flat.work + blocks
 
 
 BRIDGE = "The bridge on Mill Road reopens on Monday, after three weeks of repairs to its deck."

@@ -156,6 +156,21 @@ def test_main_content_is_read_without_the_rest_of_the_page() -> None:
     )
 
 
+def test_a_page_read_whole_leaves_out_the_link_lists_after_its_last_post() -> None:
+    # Six equal posts: no one region is the page's (scattered), so all of it is read, but
+    # not the mostly-link lists after the last post (fetcher/html/content.py).
+    post = "The council approved the new budget on Tuesday, after a long and heated debate. "
+    posts = "".join(
+        f"<div class='post'><div class='inner'><p>Post {i}: {post * 3}</p><p>{post * 3}</p>"
+        "</div></div>"
+        for i in range(6)
+    )
+    towns = "".join(f"<li><a href='/t/{i}'>Town {i} homes for sale</a></li>" for i in range(12))
+    text = _read(f"<body>{posts}<div class='explore'><ul>{towns}</ul></div></body>").text
+    assert all(f"Post {i}:" in text for i in range(6))
+    assert "Town" not in text
+
+
 def test_page_of_only_navigation_is_not_empty() -> None:
     assert _read("<body><nav><a href='/a'>Only a menu</a></nav></body>").text == "Only a menu"
 

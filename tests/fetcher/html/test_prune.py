@@ -69,6 +69,13 @@ ARTICLE = "<p>" + "Article words here. " * 20 + "</p>"
         pytest.param('<div class="messageUserInfo">Messages: 3</div>', id="camel-user-info"),
         pytest.param('<div class="message-userExtras">Joined</div>', id="user-extras"),
         pytest.param('<h5 class="userTitle">Member</h5>', id="user-title"),
+        # Each class name is judged alone: a content word in another name does not save
+        # a footer or a comment box that also wears a layout class (docs/reader.md).
+        pytest.param(
+            '<div class="SiteFooter main-content">Legal</div>', id="footer-beside-content"
+        ),
+        pytest.param('<div class="comments content">Said</div>', id="comments-beside-content"),
+        pytest.param('<div class="text" id="related">Other</div>', id="id-beside-content-class"),
     ],
 )
 def test_chrome_is_dropped_and_the_article_kept(junk: str) -> None:
