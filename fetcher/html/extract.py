@@ -47,8 +47,6 @@ from lxml.html import (
 from fetcher.html.attrcap import cap_attributes
 from fetcher.html.charset import decode_body
 from fetcher.html.content import (
-    MainContent,
-    MainContentVerdict,
     declares_article,
     find_main_content,
     keep_only,
@@ -261,15 +259,7 @@ def _read_gently(markup: str) -> str:
     body = root.find("body")
     page_chars = text_length(body if body is not None else root)
     prune_chrome(root, wrappers=False)
-    try:
-        main = find_main_content(root)
-    except Exception:  # the detection is an optimisation: never lose the page over it
-        main = MainContent(MainContentVerdict.NO_CONTENT, (), 0)
-    for element in main.tail:
-        element.drop_tree()
-    if main.sure:
-        keep_only(root, main.elements)
-        page_chars = sum(text_length(element) for element in main.elements)
+    page_chars = _narrow(root, page_chars)
     if page_chars > _RENDER_CHARS or element_count(root) > _RENDER_ELEMENTS:
         trim_to_budget(root, _RENDER_CHARS, _RENDER_ELEMENTS)
     try:
@@ -277,6 +267,22 @@ def _read_gently(markup: str) -> str:
     except Exception:  # inscriptis on hostile trees: RecursionError, and worse
         text = ""
     return unpruned if _too_little(text, page_chars) else text
+
+
+def _narrow(root: HtmlElement, page_chars: int) -> int:
+    """Keeps only the main content when it is sure, and drops the trailing link lists of a
+    page read whole; returns the characters there are to read (the region's, when sure: a
+    short article is no failure)."""
+    try:
+        main = find_main_content(root)
+    except Exception:  # the detection is an optimisation: never lose the page over it
+        return page_chars
+    for element in main.tail:
+        element.drop_tree()
+    if not main.sure:
+        return page_chars
+    keep_only(root, main.elements)
+    return sum(text_length(element) for element in main.elements)
 
 
 def _read_html(markup: str, *, url: str, site: str | None) -> Document:
@@ -303,16 +309,7 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     body = root.find("body")
     page_chars = text_length(body if body is not None else root)
     prune_chrome(root)
-    try:
-        main = find_main_content(root)
-    except Exception:  # the detection is an optimisation: never lose the page over it
-        main = MainContent(MainContentVerdict.NO_CONTENT, (), 0)
-    for element in main.tail:
-        element.drop_tree()
-    if main.sure:
-        keep_only(root, main.elements)
-        # The region is all there is to read now; a short article is no failure.
-        page_chars = sum(text_length(element) for element in main.elements)
+    page_chars = _narrow(root, page_chars)
     # Counting elements costs a scan; a body of under 4 characters an element cannot hold
     # too many (the shortest element, <br>, takes 4).
     if page_chars > _RENDER_CHARS or (
