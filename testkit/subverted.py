@@ -17,6 +17,7 @@ import resource
 import signal
 import socket
 import time
+from pathlib import Path
 
 from fetcher.isolation.workers import Wire
 from fetcher.isolation.zygote import WORKER_CHANNEL
@@ -163,3 +164,22 @@ def answer_then_linger(seconds: float) -> Wire:
     os.write(WORKER_CHANNEL, len(reply).to_bytes(4, "big") + reply)
     time.sleep(seconds)
     return "still here"
+
+
+# Seen from outside the workers (the tests and the in-unit suite): what is left of them.
+
+
+def session_of(pid: int) -> int | None:
+    """The session id of a live (not zombie) process, or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[3])
+
+
+def zygote_session(zygote: int) -> set[int]:
+    """Every live process of the zygote's session (a worker's children would stay in it:
+    ``setsid`` is refused)."""
+    pids = {int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()}
+    return {pid for pid in pids if session_of(pid) == zygote}

@@ -48,21 +48,6 @@ KNOWN_SOCKETS = (
 KEPT = Path("/run/fetcher/kept-by-the-suite")
 
 
-def session_of(pid: int) -> int | None:
-    """The session id of a live (not zombie) process, or None."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return None if fields[0] in ("Z", "X") else int(fields[3])
-
-
-def session_members(zygote: int) -> set[int]:
-    """Every live process of the zygote's session."""
-    pids = {int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()}
-    return {pid for pid in pids if session_of(pid) == zygote}
-
-
 def keep() -> None:
     KEPT.write_text("mine")
 
@@ -80,7 +65,7 @@ async def left_over(pool: WorkerPool) -> list[int]:
     assert zygote is not None
     extra: list[int] = []
     for _ in range(500):
-        extra = sorted(session_members(zygote) - {zygote} - pool.worker_pids)
+        extra = sorted(subverted.zygote_session(zygote) - {zygote} - pool.worker_pids)
         if not extra:
             return []
         await asyncio.sleep(0.01)

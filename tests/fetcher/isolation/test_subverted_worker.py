@@ -59,25 +59,6 @@ def pool(request: pytest.FixtureRequest, crawler: Crawler) -> WorkerPool:
     return crawler.pool if request.param == "html" else crawler.pdfs.pool
 
 
-def session_of(pid: int) -> int | None:
-    """The session id of a live (not zombie) process, or None."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return None if fields[0] in ("Z", "X") else int(fields[3])
-
-
-def zygote_session(zygote: int) -> set[int]:
-    """Every live process of the zygote's session (a worker's children would stay in it:
-    ``setsid`` is refused)."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and session_of(int(entry.name)) == zygote:
-            found.add(int(entry.name))
-    return found
-
-
 def named_sockets_of(pid: int) -> set[str]:
     """The paths of the named Unix sockets process ``pid`` holds open."""
     inodes = set()
@@ -96,7 +77,7 @@ async def only_zygote_and_spares(pool: WorkerPool) -> bool:
     zygote = pool.zygote_pid
     assert zygote is not None
     for _ in range(500):
-        if zygote_session(zygote) <= {zygote} | pool.worker_pids:
+        if subverted.zygote_session(zygote) <= {zygote} | pool.worker_pids:
             return True
         await asyncio.sleep(0.01)
     return False
@@ -198,7 +179,7 @@ async def test_no_other_process_is_signalled_or_traced(pool: WorkerPool) -> None
     for target in (zygote, os.getpid()):
         assert confined(await attempt(pool, subverted.kill, target))
         assert confined(await attempt(pool, subverted.ptrace, target))
-    assert session_of(zygote) == zygote  # alive
+    assert subverted.session_of(zygote) == zygote  # alive
     assert await pool.run(os.getpid) != os.getpid()
 
 
@@ -207,7 +188,7 @@ async def test_a_worker_does_not_outlive_its_task(pool: WorkerPool) -> None:
     pid = await attempt(pool, subverted.answer_then_linger, 60.0)
     assert isinstance(pid, int)
     assert pid not in pool.worker_pids
-    assert session_of(pid) is None
+    assert subverted.session_of(pid) is None
 
 
 async def test_the_fetcher_serves_reads_after_every_attempt(
