@@ -138,23 +138,10 @@ def import_fresh(module: str) -> Wire:
 # worker's filter refuses (trio opens /dev/null read-write), so the worker would die.
 
 
-def _proc_text(path: str) -> str:
-    """A /proc file's text, read with open(2) and read(2) only: a confined worker may open
-    for reading, but ``open()``'s isatty check is an ioctl, which its filter refuses."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode()
-
-
 def status(pid: int | str = "self") -> dict[str, int]:
     """The memory fields of /proc/PID/status, in KiB."""
     fields = {}
-    for line in _proc_text(f"/proc/{pid}/status").splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         name, _, value = line.partition(":")
         if name.startswith("Vm") and value.strip().endswith("kB"):
             fields[name] = int(value.split()[0])
@@ -164,7 +151,7 @@ def status(pid: int | str = "self") -> dict[str, int]:
 def private_kib(pid: int | str = "self") -> int:
     """Resident pages of the process that no other process shares, in KiB."""
     total = 0
-    for line in _proc_text(f"/proc/{pid}/smaps_rollup").splitlines():
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
         if line.startswith(("Private_Clean:", "Private_Dirty:")):
             total += int(line.split()[1])
     return total
