@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
+import subprocess
+import sys
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from inscriptis.model.canvas.block import Block
+from inscriptis.model.canvas.prefix import Prefix
+
+from fetcher.html import render as render_module
 from fetcher.html.extract import read_document
 from fetcher.html.render import drop_repeated_passages
 
@@ -191,3 +199,81 @@ def test_a_page_not_calling_itself_an_article_reads_its_copies_once() -> None:
         page.encode(), content_type="text/html", charset="utf-8", url="https://example.com/"
     ).text
     assert text.count("Property 3") == 2
+
+
+def test_a_table_cell_decodes_entities_once() -> None:
+    # inscriptis decoded a table's text a third time when it placed the table.
+    text = _text("<table><tr><td>a &amp;lt;b&amp;gt; c</td><td>AT&amp;T</td></tr></table>")
+    assert text == "a &lt;b&gt; c  AT&T"
+
+
+# The quick path writes to inscriptis' lines itself (fetcher/html/render.py, _QuickCopy): it
+# rests on inscriptis' slots and on what Block.merge_normal_text / merge_pre_text do.
+
+
+def test_the_quick_path_runs_on_the_installed_inscriptis() -> None:
+    from importlib.metadata import version
+
+    assert render_module.QUICK, (
+        f"inscriptis {version('inscriptis')} changed the slots of its HtmlElement or Block: "
+        "fetcher/html/render.py falls back to inscriptis' own (slower) code; check that "
+        "_QuickCopy and _merge_normal still do what inscriptis does, then update the slots"
+    )
+
+
+def test_str_split_and_isspace_agree_on_every_character() -> None:
+    # _merge_normal collapses white space with str.split where inscriptis tests isspace.
+    for point in range(sys.maxunicode + 1):
+        char = chr(point)
+        assert (f"a{char}b".split() == ["a", "b"]) is char.isspace(), hex(point)
+
+
+_PIECES = st.lists(
+    st.text(alphabet=st.sampled_from("ab \t\n\u00a0\u2003\u3000xé"), max_size=12), max_size=8
+)
+
+
+def _lines(pieces: list[str], *, quick: bool, pre: bool) -> tuple[str, int, bool]:
+    block = Block(0, Prefix())
+    block.prefix.register_prefix(2, "* ")
+    for piece in pieces:
+        if quick:
+            (render_module._merge_pre if pre else render_module._merge_normal)(block, piece)
+        else:
+            (block.merge_pre_text if pre else block.merge_normal_text)(piece)
+    return block.content, block.idx, block.collapsable_whitespace
+
+
+@given(_PIECES, st.booleans())
+def test_the_quick_merge_writes_what_inscriptis_writes(pieces: list[str], pre: bool) -> None:
+    # Without "&", inscriptis' second decoding changes nothing: the rest must be the same.
+    assert _lines(pieces, quick=True, pre=pre) == _lines(pieces, quick=False, pre=pre)
+
+
+_FALLBACK = """
+import sys
+from inscriptis.model.canvas.block import Block
+Block.__slots__ = ("changed",) + Block.__slots__  # as a newer inscriptis might
+from fetcher.html import render
+from fetcher.html.extract import read_document
+assert not render.QUICK
+sys.stdout.write(read_document(sys.stdin.buffer.read(), content_type="text/html",
+                               charset="utf-8", url="https://example.com/").text)
+"""
+
+
+def test_inscriptis_own_code_reads_the_same_when_the_slots_change() -> None:
+    page = (
+        "<html><body><h1>Title</h1><ul><li>one &amp;lt;b&amp;gt;</li><li>two</li></ul>"
+        "<pre>if a &amp;&amp; b:\n    x = 1</pre><p>AT&amp;T  and\u2003more</p>"
+        "<dl><dt>term</dt><dd>definition</dd></dl></body></html>"
+    ).encode()
+    fallback = subprocess.run(
+        [sys.executable, "-c", _FALLBACK], input=page, capture_output=True, check=True
+    ).stdout.decode()
+    quick = read_document(
+        page, content_type="text/html", charset="utf-8", url="https://example.com/"
+    ).text
+    assert fallback == quick
+    assert "one &lt;b&gt;" in quick
+    assert "if a && b:" in quick
