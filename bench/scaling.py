@@ -162,6 +162,25 @@ def _posts_then_links(size: int) -> bytes:
     return f"<html><body>{posts}{_fill(_LINKS, size - size // 2)}</body></html>".encode()
 
 
+_LD_PRODUCT = (
+    '<script type="application/ld+json">{"@type": "Product", "description": "'
+    + "A product's own text, written only for search engines, with its words. " * 8
+    + '"}</script>'
+)
+
+
+def _json_ld_products(size: int) -> bytes:
+    """JSON-LD scripts of one product each, up to the page's parse cap and past it, above a
+    page that shows none of their text: the descriptions go first, capped."""
+    return _html(_LD_PRODUCT, size)
+
+
+def _json_ld_deep(size: int) -> bytes:
+    """JSON-LD scripts nested deeper than the interpreter parses: each is skipped."""
+    script = '<script type="application/ld+json">' + "[" * 5_000 + "</script>"
+    return _html(script, size)
+
+
 def _crowded(size: int) -> bytes:
     names = " ".join(f"a{i}=1" for i in range(size // 7))
     return f"<html><body><div {names}>x</div></body></html>".encode()
@@ -341,6 +360,13 @@ READERS = (
         _html_reader,
         HTML_MAX_BYTES,
     ),
+    Reader(
+        "HTML: JSON-LD products the page does not show",
+        _json_ld_products,
+        _html_reader,
+        HTML_MAX_BYTES,
+    ),
+    Reader("HTML: JSON-LD nested too deep", _json_ld_deep, _html_reader, HTML_MAX_BYTES),
     Reader(
         "reader text: one short line repeated",
         lambda n: _fill("x\n", n),

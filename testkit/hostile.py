@@ -5,9 +5,10 @@
 ~150 MB, because it walked every landmark's whole subtree. :data:`NESTED_SHAPES` are
 its cousins (other elements the pruner or the link ranker treats specially),
 :func:`code_pages` pages of nothing but ``<script>`` and ``<style>`` (quadratic in the
-first last-resort tag stripper), :func:`dense_pages` pages of as many tiny elements as
-2 MiB holds (the most memory a render takes: 150 to 430 MiB, measured by
-``bench/memory.py``), :func:`widest_answer` the largest answer a page can give.
+first last-resort tag stripper; JSON-LD many, deep, at the parse cap and past it),
+:func:`dense_pages` pages of as many tiny elements as 2 MiB holds (the most memory a
+render takes: 150 to 430 MiB, measured by ``bench/memory.py``), :func:`widest_answer`
+the largest answer a page can give.
 :func:`hostile_pages` is all of them, by name (``bench/hostile.py``, ``bench/memory.py``).
 """
 
@@ -63,6 +64,9 @@ def repeated(unit: bytes, *, head: bytes = b"<html><body>", size: int = TWO_MIB)
     return head + unit * ((size - len(head) - len(tail)) // len(unit)) + tail
 
 
+_LD = b'<script type="application/ld+json">'
+
+
 def code_pages() -> dict[str, bytes]:
     """Pages of code elements only, 2 MiB each."""
     return {
@@ -70,6 +74,16 @@ def code_pages() -> dict[str, bytes]:
         "styles": repeated(b"<style>x</style>"),
         "styles-and-scripts": repeated(b"<style>x</style><script>y</script>"),
         "scripts-without-a-document": b"<script>x</script>" * (TWO_MIB // 18),
+        # JSON-LD, which the reader parses for a product's description (fetcher.html.structured).
+        "json-ld products": repeated(
+            _LD + b'{"@type": "Product", "description": "' + b"Words of a product. " * 6 + b'"}'
+            b"</script>"
+        ),
+        "json-ld nested deep": repeated(_LD + b"[" * 5_000 + b"</script>"),
+        "json-ld of empty objects at the script cap": repeated(
+            _LD + b"[" + b"{}," * 66_000 + b"{}]</script>"
+        ),
+        "json-ld one script of 2 MiB": repeated(b"{}, ", head=b"<html><body>" + _LD + b"["),
     }
 
 

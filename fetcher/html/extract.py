@@ -15,7 +15,10 @@ article text into the first 12,000 characters:
    removed, NFC, trailing blanks stripped, blank runs collapsed) and squeeze layout spaces
    and paragraph gaps (:func:`fetcher.html.render.squeeze_layout`); on a page that does not
    say it is an article (``og:type``), read a repeated passage once
-   (:func:`fetcher.html.render.drop_repeated_passages`);
+   (:func:`fetcher.html.render.drop_repeated_passages`); when the page's schema.org JSON-LD
+   describes its product and the text lacks that description (the shop shows it only from
+   scripts), put the description first (:mod:`fetcher.html.structured`, read before step 3
+   drops the scripts);
 7. cut to :data:`PAGE_TEXT_LIMIT` at a line (else word) boundary.
 
 A page that breaks the renderer (very deep nesting) or renders to almost nothing although it
@@ -55,6 +58,7 @@ from fetcher.html.links import MAX_LINKS, are_page_links, page_links
 from fetcher.html.plaintext import collapse, normalize_text, plain_text, strip_tags
 from fetcher.html.prune import drop_junk, element_count, prune_chrome, text_length, trim_to_budget
 from fetcher.html.render import drop_repeated_passages, render, squeeze_layout
+from fetcher.html.structured import adds_to, product_description
 
 if TYPE_CHECKING:
     from fetcher.isolation.workers import Wire
@@ -305,6 +309,11 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
         links = page_links(root, url=url, site=site)
     except Exception:  # a page's links are a bonus: never lose its text over them
         links = ()
+    try:
+        # Before the scripts go: a shop may write its product's text only there.
+        description = product_description(root)
+    except Exception:  # a bonus too
+        description = ""
     drop_junk(root)
     body = root.find("body")
     page_chars = text_length(body if body is not None else root)
@@ -331,6 +340,9 @@ def _read_html(markup: str, *, url: str, site: str | None) -> Document:
     if not text:
         # libxml2 drops text nested deeper than it goes (2,048 elements): last resort.
         text = strip_tags(markup)
+    if description and adds_to(description, text[:PAGE_TEXT_LIMIT]):
+        # The page's product text is not in what the page shows: it goes first.
+        text = f"{description}\n\n{text}"
     return Document(title=title, text=cut(text, PAGE_TEXT_LIMIT), links=links)
 
 
