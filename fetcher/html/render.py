@@ -101,8 +101,8 @@ _BLOCK_SLOTS = ("_content", "collapsable_whitespace", "idx", "prefix")
 def _merge_normal(block: Block, text: str) -> None:
     """Append text to a line the way ``Block.merge_normal_text`` does, without its loop.
 
-    inscriptis collapses white space one character at a time in Python (a fifth of the
-    reader's time); ``str.split`` does it in C and splits on exactly the characters
+    inscriptis collapses white space one character at a time in Python, the slowest step
+    of its render; ``str.split`` does it in C and splits on exactly the characters
     ``str.isspace`` names. Unlike inscriptis it does not ``html.unescape`` the text a
     second time: lxml already decoded the page's entities.
     """
